@@ -1,0 +1,57 @@
+# acp-hub: the two commands of the README are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+HOST   ?= 127.0.0.1
+PORT   ?= 8765
+
+.PHONY: demo serve test lint typecheck unit peers bench bench-quick clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[fast]'
+	touch $@
+
+$(VENV)/.installed-test: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+## make demo: set up and run the hub with the built-in demo agent (no Redis, no API key)
+demo: $(VENV)/.installed
+	$(BIN)/acp-hub demo --host $(HOST) --port $(PORT)
+
+## make serve: run the hub with the agents of ACP_HUB_CONFIG (or acp-hub.toml)
+serve: $(VENV)/.installed
+	$(BIN)/acp-hub serve --host $(HOST) --port $(PORT)
+
+## make peers: install the third-party ACP peers the tests drive (pinned in tests/peers/)
+peers: $(VENV)/.installed-test
+	bash tests/peers/install.sh $(BIN)/python
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check hub tests
+	$(BIN)/ruff format --check hub tests
+
+typecheck: $(VENV)/.installed-test
+	$(BIN)/mypy --strict hub tests
+
+unit: $(VENV)/.installed-test
+	$(BIN)/python -m pytest --cov=hub --cov-branch --cov-report= $(PYTEST_ARGS)
+	$(BIN)/python -m coverage report --include='hub/protocol/*' --fail-under=95
+
+## make test: set up and run the whole suite (lint, types, tests, protocol coverage)
+test: peers lint typecheck unit
+
+## make bench: every benchmark scenario; writes docs/benchmarks.md
+bench: $(VENV)/.installed-test
+	$(BIN)/python -m tests.bench.run --out docs/benchmarks.md
+
+## make bench-quick: a short smoke run of the same scenarios (correctness only)
+bench-quick: $(VENV)/.installed-test
+	$(BIN)/python -m tests.bench.run --quick
+
+clean:
+	rm -rf $(VENV) tests/peers/node_modules tests/peers/cache .coverage

@@ -1,0 +1,41 @@
+"""Shared test support: locating optional binaries and the shared spec folder.
+
+A test that needs a binary which is absent skips with the reason on a developer's
+machine; with ``ACP_HUB_REQUIRE_ALL=1`` (set by ``.ci/run``) the same absence fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+REQUIRE_ALL = os.environ.get("ACP_HUB_REQUIRE_ALL") == "1"
+
+
+def missing(reason: str) -> None:
+    """Skip (developer machine) or fail (CI) because something the test needs is absent."""
+    if REQUIRE_ALL:
+        pytest.fail(f"required by ACP_HUB_REQUIRE_ALL=1 but missing: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def require_binary(name: str) -> str:
+    """The full path of ``name`` on PATH, or skip/fail with the reason."""
+    path = shutil.which(name)
+    if path is None:
+        missing(f"{name} is not installed")
+        raise AssertionError("unreachable")
+    return path
+
+
+def require_shared(*parts: str) -> Path:
+    """A path under ``../shared`` (the ACP spec snapshot), or skip/fail when absent."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        missing(f"{path} is not present (../shared is only beside a development checkout)")
+    return path
