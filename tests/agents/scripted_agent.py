@@ -1,0 +1,1122 @@
+#!/usr/bin/env python3
+"""A scripted ACP agent for the test suite, speaking ACP v1 or v2 over stdio.
+
+It imports nothing from the hub, only the standard library, so that the hub meets it the way it
+meets any foreign agent. What a prompt turn does is driven by the prompt text: a small command
+language, one command per line (``say hello``, ``stream 1000 64``, ``permission``, ``sleep 500``,
+``crash`` ...). ``tests/agents/README.md`` documents the language and the command-line flags.
+
+Theory of operation: the main thread reads stdin line by line and answers every request except
+``session/prompt`` itself. A prompt starts a turn thread that runs the script; the turn thread
+writes its updates directly (one lock serialises all writes to stdout) and blocks on responses
+to its own requests (permission, elicitation), which the main thread hands over by id. A cancel
+sets the turn's event; waiting commands (``sleep``, ``slow``) and every command boundary check it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+Json = dict[str, Any]
+
+AGENT_NAME = "scripted-agent"
+AGENT_VERSION = "1.0.0"
+LIST_PAGE_SIZE = 100
+MODES = (("ask", "Ask", "Answer questions only"), ("code", "Code", "Write and change code"))
+
+# JSON-RPC / ACP error codes (schema `ErrorCode`).
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+RESOURCE_NOT_FOUND = -32002
+
+
+class RpcFailure(Exception):
+    """Raised by a request handler: answered as a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Cancelled(Exception):
+    """The turn noticed a cancel: it ends with stop reason ``cancelled``."""
+
+
+class Stop(Exception):
+    """The ``stop REASON`` command: the turn ends with this stop reason."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+DEFERRED: Json = {}  # sentinel result: the handler answers the request later itself
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# --------------------------------------------------------------------------- output channel
+
+
+@dataclass
+class _Pending:
+    event: threading.Event = field(default_factory=threading.Event)
+    response: Json | None = None
+
+
+class Channel:
+    """Everything written to stdout, one lock for whole lines, plus the agent's own requests."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._out = sys.stdout.buffer
+        self._next_id = 0  # real agents number their requests from 0, colliding with the client's
+        self._pending: dict[int, _Pending] = {}
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            self._write_locked(data)
+
+    def _write_locked(self, data: bytes) -> None:
+        try:
+            self._out.write(data)
+            self._out.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            # The client went away: nothing left to talk to.
+            os._exit(1)
+
+    def send(self, message: Json) -> None:
+        self.write(encode(message))
+
+    def write_pieces(self, pieces: Callable[[], list[bytes]]) -> None:
+        """Write several pieces under one lock, flushing each: one line that arrives slowly."""
+        with self._lock:
+            for piece in pieces():
+                self._write_locked(piece)
+
+    def notify(self, method: str, params: Json) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def request(self, method: str, params: Json) -> Json:
+        """Send a request and block until its response (the whole response message) arrives."""
+        pending = _Pending()
+        with self._lock:
+            request_id = self._next_id
+            self._next_id += 1
+            self._pending[request_id] = pending
+            self._write_locked(
+                encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            )
+        pending.event.wait()
+        assert pending.response is not None
+        return pending.response
+
+    def resolve(self, message: Json) -> None:
+        """Hand a response from the client to the request that waits for it."""
+        request_id = message.get("id")
+        with self._lock:
+            pending = self._pending.pop(request_id, None) if isinstance(request_id, int) else None
+        if pending is None:
+            log(f"response to unknown request id {request_id!r} ignored")
+            return
+        pending.response = message
+        pending.event.set()
+
+
+def encode(message: Any) -> bytes:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def log(text: str) -> None:
+    sys.stderr.write(f"[{AGENT_NAME}] {text}\n")
+    sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+@dataclass
+class Turn:
+    """One running prompt turn."""
+
+    prompt_request_id: Any
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class Session:
+    session_id: str
+    cwd: str
+    title: str | None = None
+    updated_at: str = field(default_factory=now_rfc3339)
+    mode: str = "ask"
+    verbose: bool = False
+    history: list[Json] = field(default_factory=list)
+    turn: Turn | None = None
+    counter: int = 0
+    used_tokens: int = 0
+
+    def next_id(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}-{self.counter}"
+
+
+# --------------------------------------------------------------------------- the agent
+
+
+class Agent:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.channel = Channel()
+        self.version: int | None = None  # protocol version this connection speaks
+        self.sessions: dict[str, Session] = {}
+        self.elicitation_form = False
+        self.boolean_options = False
+        self.lock = threading.Lock()
+
+    @property
+    def v2(self) -> bool:
+        return self.version == 2
+
+    # ------------------------------------------------------------------ input loop
+
+    def run(self) -> None:
+        stdin = sys.stdin.buffer
+        while True:
+            line = stdin.readline()
+            if not line:
+                break
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                self.channel.send(error_message(None, PARSE_ERROR, "Parse error"))
+                continue
+            if isinstance(message, list):
+                self.handle_batch(message)
+                continue
+            reply = self.handle(message)
+            if reply is not None:
+                self.channel.send(reply)
+        if self.args.ignore_eof:
+            log("stdin closed; ignoring it")
+            threading.Event().wait()
+        os._exit(0)
+
+    def handle_batch(self, entries: list[Any]) -> None:
+        if not self.v2 or not entries:
+            self.channel.send(error_message(None, INVALID_REQUEST, "Invalid Request"))
+            return
+        replies = [reply for entry in entries if (reply := self.handle(entry)) is not None]
+        if replies:
+            self.channel.send(replies)  # type: ignore[arg-type]
+
+    def handle(self, message: Any) -> Json | None:
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return error_message(None, INVALID_REQUEST, "Invalid Request")
+        method = message.get("method")
+        if method is None:
+            if "id" in message and ("result" in message or "error" in message):
+                self.channel.resolve(message)
+                return None
+            return error_message(None, INVALID_REQUEST, "Invalid Request")
+        params = message.get("params")
+        if params is None:
+            params = {}
+        if not isinstance(method, str) or not isinstance(params, dict):
+            return error_message(message.get("id"), INVALID_REQUEST, "Invalid Request")
+        if "id" not in message:
+            self.handle_notification(method, params)
+            return None
+        request_id = message["id"]
+        try:
+            result = self.handle_request(request_id, method, params)
+        except RpcFailure as failure:
+            return error_message(request_id, failure.code, failure.message)
+        except Exception as exc:  # a bug here must not kill the agent
+            traceback.print_exc()
+            return error_message(request_id, INTERNAL_ERROR, f"internal error: {exc}")
+        if result is DEFERRED:
+            return None
+        return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+    def handle_notification(self, method: str, params: Json) -> None:
+        if method == "session/cancel":
+            session = self.sessions.get(str(params.get("sessionId")))
+            if session is not None and session.turn is not None:
+                session.turn.cancel.set()
+        elif method == "$/cancel_request":
+            # Only a v1 prompt is still pending long enough to be cancelled; every other request
+            # is answered at once. The prompt is then answered with stop reason `cancelled`.
+            for session in list(self.sessions.values()):
+                turn = session.turn
+                if (
+                    turn is not None
+                    and not self.v2
+                    and turn.prompt_request_id == params.get("requestId")
+                ):
+                    turn.cancel.set()
+        else:
+            log(f"notification {method} ignored")
+
+    def handle_request(self, request_id: Any, method: str, params: Json) -> Json:
+        if method == "initialize":
+            return self.initialize(params)
+        if self.version is None:
+            raise RpcFailure(INVALID_REQUEST, "initialize first")
+        handlers: dict[str, Callable[[Json], Json]] = {
+            "session/new": self.session_new,
+            "session/list": self.session_list,
+            "session/resume": self.session_resume,
+            "session/load": self.session_load,
+            "session/close": self.session_close,
+            "session/delete": self.session_delete,
+            "session/set_config_option": self.session_set_config_option,
+            "session/set_mode": self.session_set_mode,
+        }
+        if method == "session/prompt":
+            return self.session_prompt(request_id, params)
+        handler = handlers.get(method)
+        if handler is None:
+            raise RpcFailure(METHOD_NOT_FOUND, f"Method not found: {method}")
+        return handler(params)
+
+    # ------------------------------------------------------------------ initialize
+
+    def initialize(self, params: Json) -> Json:
+        offered = params.get("protocolVersion")
+        supported = {1: (1,), 2: (2,), None: (1, 2)}[self.args.protocol]
+        latest = max(supported)
+        answer = offered if isinstance(offered, int) and offered in supported else latest
+        if self.args.claim_v2_speak_v1:
+            self.version = 1
+            answer = 2
+        else:
+            self.version = answer
+        if self.version == 2:
+            caps = params.get("capabilities") or {}
+        else:
+            caps = params.get("clientCapabilities") or {}
+            session_caps = caps.get("session") or {}
+            config_caps = session_caps.get("configOptions") or {}
+            self.boolean_options = config_caps.get("boolean") is not None
+        elicitation = caps.get("elicitation") or {}
+        self.elicitation_form = elicitation.get("form") is not None
+        info = {"name": AGENT_NAME, "title": "Scripted test agent", "version": AGENT_VERSION}
+        if self.version == 2:
+            session_capabilities: Json = {
+                "prompt": {"embeddedContext": {}},
+                "delete": {},
+                "additionalDirectories": {},
+            }
+            return {
+                "protocolVersion": answer,
+                "info": info,
+                "capabilities": {"session": session_capabilities},
+                "authMethods": [],
+            }
+        session_capabilities = {"close": {}, "delete": {}, "additionalDirectories": {}}
+        if not self.args.no_list:
+            session_capabilities["list"] = {}
+        if not self.args.no_resume:
+            session_capabilities["resume"] = {}
+        return {
+            "protocolVersion": answer,
+            "agentCapabilities": {
+                "loadSession": not self.args.no_load,
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": False, "sse": False},
+                "sessionCapabilities": session_capabilities,
+            },
+            "authMethods": [],
+            "agentInfo": info,
+        }
+
+    # ------------------------------------------------------------------ sessions
+
+    def config_options(self, session: Session) -> list[Json]:
+        key = "configId" if self.v2 else "id"
+        options: list[Json] = [
+            {
+                key: "mode",
+                "name": "Mode",
+                "description": "How the agent works",
+                "category": "mode",
+                "type": "select",
+                "currentValue": session.mode,
+                "options": [
+                    {"value": mode_id, "name": name, "description": description}
+                    for mode_id, name, description in MODES
+                ],
+            }
+        ]
+        if self.v2 or self.boolean_options:
+            options.append(
+                {
+                    key: "verbose",
+                    "name": "Verbose",
+                    "description": "Explain every step",
+                    "type": "boolean",
+                    "currentValue": session.verbose,
+                }
+            )
+        return options
+
+    def modes(self, session: Session) -> Json:
+        return {
+            "currentModeId": session.mode,
+            "availableModes": [
+                {"id": mode_id, "name": name, "description": description}
+                for mode_id, name, description in MODES
+            ],
+        }
+
+    def session_state(self, session: Session) -> Json:
+        state: Json = {"configOptions": self.config_options(session)}
+        if not self.v2:
+            state["modes"] = self.modes(session)
+        return state
+
+    def find(self, params: Json) -> Session:
+        session = self.sessions.get(str(params.get("sessionId")))
+        if session is None:
+            raise RpcFailure(RESOURCE_NOT_FOUND, f"unknown session {params.get('sessionId')!r}")
+        return session
+
+    def session_new(self, params: Json) -> Json:
+        cwd = params.get("cwd")
+        if not isinstance(cwd, str) or not os.path.isabs(cwd):
+            raise RpcFailure(INVALID_PARAMS, "cwd must be an absolute path")
+        session = Session(session_id=f"sess-{uuid.uuid4().hex[:16]}", cwd=cwd)
+        self.sessions[session.session_id] = session
+        return {"sessionId": session.session_id, **self.session_state(session)}
+
+    def session_list(self, params: Json) -> Json:
+        if self.args.no_list:
+            raise RpcFailure(METHOD_NOT_FOUND, "Method not found: session/list")
+        cwd = params.get("cwd")
+        sessions = [s for s in self.sessions.values() if cwd is None or s.cwd == cwd]
+        cursor = params.get("cursor")
+        try:
+            start = int(cursor) if cursor is not None else 0
+        except ValueError:
+            raise RpcFailure(INVALID_PARAMS, "invalid cursor") from None
+        page = sessions[start : start + LIST_PAGE_SIZE]
+        result: Json = {
+            "sessions": [
+                {
+                    "sessionId": s.session_id,
+                    "cwd": s.cwd,
+                    "updatedAt": s.updated_at,
+                    **({"title": s.title} if s.title is not None else {}),
+                }
+                for s in page
+            ]
+        }
+        if start + LIST_PAGE_SIZE < len(sessions):
+            result["nextCursor"] = str(start + LIST_PAGE_SIZE)
+        return result
+
+    def replay(self, session: Session) -> None:
+        for update in list(session.history):
+            self.channel.notify(
+                "session/update", {"sessionId": session.session_id, "update": update}
+            )
+
+    def session_resume(self, params: Json) -> Json:
+        if self.args.no_resume:
+            raise RpcFailure(METHOD_NOT_FOUND, "Method not found: session/resume")
+        session = self.find(params)
+        replay_from = params.get("replayFrom") if self.v2 else None
+        if replay_from is not None:
+            if not isinstance(replay_from, dict) or replay_from.get("type") != "start":
+                raise RpcFailure(INVALID_PARAMS, f"unsupported replayFrom {replay_from!r}")
+            self.replay(session)
+        return self.session_state(session)
+
+    def session_load(self, params: Json) -> Json:
+        if self.v2 or self.args.no_load:
+            raise RpcFailure(METHOD_NOT_FOUND, "Method not found: session/load")
+        session = self.find(params)
+        self.replay(session)
+        return self.session_state(session)
+
+    def session_close(self, params: Json) -> Json:
+        session = self.find(params)
+        if session.turn is not None:
+            session.turn.cancel.set()
+        return {}
+
+    def session_delete(self, params: Json) -> Json:
+        session = self.sessions.pop(str(params.get("sessionId")), None)
+        if session is not None and session.turn is not None:
+            session.turn.cancel.set()
+        return {}
+
+    def session_set_config_option(self, params: Json) -> Json:
+        session = self.find(params)
+        config_id = params.get("configId")
+        value = params.get("value")
+        if config_id == "mode":
+            if value not in {mode_id for mode_id, _, _ in MODES}:
+                raise RpcFailure(INVALID_PARAMS, f"invalid mode {value!r}")
+            session.mode = str(value)
+        elif config_id == "verbose" and (self.v2 or self.boolean_options):
+            if not isinstance(value, bool):
+                raise RpcFailure(INVALID_PARAMS, "verbose takes a boolean")
+            session.verbose = value
+        else:
+            raise RpcFailure(INVALID_PARAMS, f"unknown config option {config_id!r}")
+        return {"configOptions": self.config_options(session)}
+
+    def session_set_mode(self, params: Json) -> Json:
+        if self.v2:
+            raise RpcFailure(METHOD_NOT_FOUND, "Method not found: session/set_mode")
+        session = self.find(params)
+        mode = params.get("modeId")
+        if mode not in {mode_id for mode_id, _, _ in MODES}:
+            raise RpcFailure(INVALID_PARAMS, f"invalid mode {mode!r}")
+        session.mode = str(mode)
+        return {}
+
+    # ------------------------------------------------------------------ prompt turns
+
+    def session_prompt(self, request_id: Any, params: Json) -> Json:
+        session = self.find(params)
+        prompt = params.get("prompt")
+        if not isinstance(prompt, list):
+            raise RpcFailure(INVALID_PARAMS, "prompt must be an array of content blocks")
+        with self.lock:
+            if session.turn is not None:
+                raise RpcFailure(INVALID_REQUEST, "a prompt turn is already running")
+            turn = Turn(prompt_request_id=request_id)
+            session.turn = turn
+        runner = TurnRunner(self, session, turn, prompt)
+        if self.v2:
+            # v2: acknowledge on acceptance, before the turn's first update.
+            self.channel.send({"jsonrpc": "2.0", "id": request_id, "result": {}})
+        threading.Thread(target=runner.run, daemon=True).start()
+        return DEFERRED
+
+
+def error_message(request_id: Any, code: int, message: str) -> Json:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+# --------------------------------------------------------------------------- the command language
+
+TERMINAL_OUTPUT = (
+    "\x1b[1m$ pytest -q\x1b[0m\r\n"
+    "\x1b[32m✓\x1b[0m test_alpha \x1b[2m(0.01s)\x1b[0m\r\n"
+    "\x1b[32m✓\x1b[0m test_beta · ünïcödé \x1b[2m(0.02s)\x1b[0m\r\n"
+    "\x1b[31m✗\x1b[0m test_gamma \x1b[33mskipped\x1b[0m\r\n"
+    "\x1b[1;32m2 passed\x1b[0m, \x1b[33m1 skipped\x1b[0m in 0.03s 🎉\r\n"
+).encode()
+
+
+def terminal_chunks() -> list[bytes]:
+    """TERMINAL_OUTPUT cut so that chunks split UTF-8 characters and escape sequences."""
+    data = TERMINAL_OUTPUT
+    cuts = {
+        data.index(b"\x1b[32m") + 2,  # inside an escape sequence
+        data.index("✓".encode()) + 1,  # inside a 3-byte UTF-8 character
+        data.index("ü".encode()) + 1,  # inside a 2-byte UTF-8 character
+        data.index(b"\x1b[1;32m") + 4,
+        data.index("🎉".encode()) + 2,  # inside a 4-byte UTF-8 character
+    }
+    chunks: list[bytes] = []
+    start = 0
+    for cut in sorted(cuts):
+        chunks.append(data[start:cut])
+        start = cut
+    chunks.append(data[start:])
+    return chunks
+
+
+def strip_ansi(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        if text[i] == "\x1b" and i + 1 < len(text) and text[i + 1] == "[":
+            i += 2
+            while i < len(text) and not ("@" <= text[i] <= "~"):
+                i += 1
+            i += 1
+            continue
+        out.append(text[i])
+        i += 1
+    return "".join(out).replace("\r\n", "\n")
+
+
+class TurnRunner:
+    """Runs one prompt turn: the script, then the end of the turn."""
+
+    def __init__(self, agent: Agent, session: Session, turn: Turn, prompt: list[Any]) -> None:
+        self.agent = agent
+        self.channel = agent.channel
+        self.session = session
+        self.turn = turn
+        self.prompt = prompt
+        self.v2 = agent.v2
+        self.commands: dict[str, Callable[[str], None]] = {
+            "say": self.cmd_say,
+            "think": self.cmd_think,
+            "stream": self.cmd_stream,
+            "whole": self.cmd_whole,
+            "tool": self.cmd_tool,
+            "plan": self.cmd_plan,
+            "config": self.cmd_config,
+            "usage": self.cmd_usage,
+            "title": self.cmd_title,
+            "permission": self.cmd_permission,
+            "elicit": self.cmd_elicit,
+            "sleep": self.cmd_sleep,
+            "hang": self.cmd_hang,
+            "slow": self.cmd_slow,
+            "crash": self.cmd_crash,
+            "crash-signal": self.cmd_crash_signal,
+            "invalid-json": self.cmd_invalid_json,
+            "huge-line": self.cmd_huge_line,
+            "wrong-shape": self.cmd_wrong_shape,
+            "unknown-update": self.cmd_unknown_update,
+            "ext-notify": self.cmd_ext_notify,
+            "update": self.cmd_update,
+            "raw": self.cmd_raw,
+            "stderr": self.cmd_stderr,
+            "stop": self.cmd_stop,
+        }
+
+    # ------------------------------------------------------------------ plumbing
+
+    def update(self, update: Json, record: bool = True) -> None:
+        self.channel.notify(
+            "session/update", {"sessionId": self.session.session_id, "update": update}
+        )
+        if record:
+            self.session.history.append(update)
+
+    def state(self, state: str, stop_reason: str | None = None) -> None:
+        update: Json = {"sessionUpdate": "state_update", "state": state}
+        if stop_reason is not None:
+            update["stopReason"] = stop_reason
+        self.update(update, record=False)
+
+    def check_cancel(self) -> None:
+        if self.turn.cancel.is_set():
+            raise Cancelled
+
+    def wait(self, ms: float) -> None:
+        if self.turn.cancel.wait(ms / 1000):
+            raise Cancelled
+
+    def chunk(self, kind: str, message_id: str, text: str) -> None:
+        update: Json = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+        if self.v2:
+            update["messageId"] = message_id
+        self.update(update)
+
+    def say(self, kind: str, text: str) -> None:
+        message_id = self.session.next_id("msg")
+        words = text.split(" ")
+        for i in range(0, len(words), 3):
+            piece = " ".join(words[i : i + 3])
+            if i + 3 < len(words):
+                piece += " "
+            self.chunk(kind, message_id, piece)
+
+    def tool_start(self, tool: Json) -> None:
+        kind = "tool_call_update" if self.v2 else "tool_call"
+        self.update({"sessionUpdate": kind, **tool})
+
+    def tool_update(self, tool_call_id: str, **fields: Any) -> None:
+        self.update({"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, **fields})
+
+    def path(self, raw: str) -> str:
+        return raw if os.path.isabs(raw) else os.path.join(self.session.cwd, raw)
+
+    # ------------------------------------------------------------------ the turn
+
+    def run(self) -> None:
+        stop_reason = "end_turn"
+        try:
+            if self.v2:
+                self.update(
+                    {
+                        "sessionUpdate": "user_message",
+                        "messageId": self.session.next_id("user"),
+                        "content": self.prompt,
+                    }
+                )
+                self.state("running")
+            else:
+                # v1 does not echo the prompt live, but a load replays it.
+                for block in self.prompt:
+                    self.session.history.append(
+                        {"sessionUpdate": "user_message_chunk", "content": block}
+                    )
+            self.run_script()
+        except Cancelled:
+            stop_reason = "cancelled"
+        except Stop as stop:
+            stop_reason = stop.reason
+        except Exception as exc:  # a bug in a command: report it, end the turn
+            traceback.print_exc()
+            self.finish(None, error=str(exc))
+            return
+        if self.turn.cancel.is_set():
+            stop_reason = "cancelled"
+        self.finish(stop_reason)
+
+    def finish(self, stop_reason: str | None, error: str | None = None) -> None:
+        self.session.updated_at = now_rfc3339()
+        with self.agent.lock:
+            self.session.turn = None
+        if self.v2:
+            self.state("idle", stop_reason or "end_turn")
+        elif error is not None:
+            self.channel.send(error_message(self.turn.prompt_request_id, INTERNAL_ERROR, error))
+        else:
+            self.channel.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": self.turn.prompt_request_id,
+                    "result": {"stopReason": stop_reason},
+                }
+            )
+
+    def run_script(self) -> None:
+        text = "\n".join(
+            str(block.get("text", ""))
+            for block in self.prompt
+            if isinstance(block, dict) and block.get("type") == "text"
+        )
+        lines = [line.strip() for line in text.splitlines()]
+        lines = [line for line in lines if line and not line.startswith("#")]
+        if not lines:
+            lines = ["say ok"]
+        for line in lines:
+            self.check_cancel()
+            word, _, rest = line.partition(" ")
+            command = self.commands.get(word)
+            if command is None:
+                self.cmd_say(line)  # plain text is said back
+            else:
+                command(rest.strip())
+
+    # ------------------------------------------------------------------ commands
+
+    def cmd_say(self, rest: str) -> None:
+        self.say("agent_message_chunk", rest)
+
+    def cmd_think(self, rest: str) -> None:
+        self.say("agent_thought_chunk", rest)
+
+    def cmd_stream(self, rest: str) -> None:
+        parts = rest.split()
+        count = int(parts[0])
+        size = int(parts[1]) if len(parts) > 1 else 32
+        message_id = self.session.next_id("msg")
+        cancel = self.turn.cancel
+        for i in range(count):
+            if cancel.is_set():
+                raise Cancelled
+            head = f"{i:06d}"
+            text = head + "." * max(0, size - len(head) - 1) + "\n"
+            self.chunk("agent_message_chunk", message_id, text)
+
+    def cmd_whole(self, rest: str) -> None:
+        message_id = self.session.next_id("msg")
+        if self.v2:
+            self.update(
+                {
+                    "sessionUpdate": "agent_message",
+                    "messageId": message_id,
+                    "content": [{"type": "text", "text": rest}],
+                }
+            )
+        else:
+            self.chunk("agent_message_chunk", message_id, rest)
+
+    def cmd_tool(self, rest: str) -> None:
+        what, _, arg = rest.partition(" ")
+        tool_call_id = self.session.next_id("call")
+        if what == "diff":
+            self.tool_diff(tool_call_id, self.path(arg.strip() or "src/app.py"))
+        elif what == "text":
+            self.tool_start(
+                {
+                    "toolCallId": tool_call_id,
+                    "title": "Read notes.txt",
+                    "kind": "read",
+                    "status": "in_progress",
+                    "locations": [{"path": self.path("notes.txt"), "line": 1}],
+                }
+            )
+            content = {"type": "content", "content": {"type": "text", "text": "notes: all good"}}
+            self.tool_update(tool_call_id, status="completed", content=[content])
+        elif what == "terminal":
+            self.tool_terminal(tool_call_id)
+        else:
+            raise ValueError(f"unknown tool kind {what!r} (diff, text, terminal)")
+
+    def tool_diff(self, tool_call_id: str, path: str) -> None:
+        old_text = "def greet():\n    return 'hello'\n"
+        new_text = "def greet(name: str) -> str:\n    return f'hello {name}'\n"
+        if self.v2:
+            patch = (
+                f"diff --git a{path} b{path}\n--- a{path}\n+++ b{path}\n@@ -1,2 +1,2 @@\n"
+                "-def greet():\n-    return 'hello'\n"
+                "+def greet(name: str) -> str:\n+    return f'hello {name}'\n"
+            )
+            diff: Json = {
+                "type": "diff",
+                "changes": [{"operation": "modify", "path": path, "fileType": "text"}],
+                "patch": {"format": "git_patch", "text": patch},
+            }
+        else:
+            diff = {"type": "diff", "path": path, "oldText": old_text, "newText": new_text}
+        self.tool_start(
+            {
+                "toolCallId": tool_call_id,
+                "title": f"Edit {os.path.basename(path)}",
+                "kind": "edit",
+                "status": "in_progress",
+                "locations": [{"path": path, "line": 1}],
+            }
+        )
+        self.tool_update(tool_call_id, status="completed", content=[diff])
+
+    def tool_terminal(self, tool_call_id: str) -> None:
+        if not self.v2:
+            self.tool_start(
+                {
+                    "toolCallId": tool_call_id,
+                    "title": "Run pytest -q",
+                    "kind": "execute",
+                    "status": "in_progress",
+                }
+            )
+            text = strip_ansi(TERMINAL_OUTPUT.decode())
+            content = {"type": "content", "content": {"type": "text", "text": text}}
+            self.tool_update(tool_call_id, status="completed", content=[content])
+            return
+        terminal_id = self.session.next_id("term")
+        self.tool_start(
+            {
+                "toolCallId": tool_call_id,
+                "title": "Run pytest -q",
+                "kind": "execute",
+                "status": "in_progress",
+                "content": [{"type": "terminal", "terminalId": terminal_id}],
+            }
+        )
+        self.update(
+            {
+                "sessionUpdate": "terminal_update",
+                "terminalId": terminal_id,
+                "command": "pytest -q",
+                "cwd": self.session.cwd,
+            }
+        )
+        for piece in terminal_chunks():
+            self.update(
+                {
+                    "sessionUpdate": "terminal_output_chunk",
+                    "terminalId": terminal_id,
+                    "data": base64.b64encode(piece).decode(),
+                }
+            )
+        self.update(
+            {
+                "sessionUpdate": "terminal_update",
+                "terminalId": terminal_id,
+                "exitStatus": {"exitCode": 0},
+            }
+        )
+        self.tool_update(tool_call_id, status="completed")
+
+    def cmd_plan(self, rest: str) -> None:
+        steps = ["Read the code", "Make the change", "Run the tests"]
+        plan_id = self.session.next_id("plan")
+        for done in range(len(steps) + 1):
+            entries = [
+                {
+                    "content": step,
+                    "priority": "high" if i == 0 else "medium",
+                    "status": "completed"
+                    if i < done
+                    else "in_progress"
+                    if i == done
+                    else "pending",
+                }
+                for i, step in enumerate(steps)
+            ]
+            if self.v2:
+                plan: Json = {"type": "items", "planId": plan_id, "entries": entries}
+                self.update({"sessionUpdate": "plan_update", "plan": plan})
+            else:
+                self.update({"sessionUpdate": "plan", "entries": entries})
+
+    def cmd_config(self, rest: str) -> None:
+        ids = [mode_id for mode_id, _, _ in MODES]
+        self.session.mode = ids[(ids.index(self.session.mode) + 1) % len(ids)]
+        self.update(
+            {
+                "sessionUpdate": "config_option_update",
+                "configOptions": self.agent.config_options(self.session),
+            }
+        )
+        if not self.v2:
+            self.update(
+                {"sessionUpdate": "current_mode_update", "currentModeId": self.session.mode}
+            )
+
+    def cmd_usage(self, rest: str) -> None:
+        self.session.used_tokens += 1000
+        used = self.session.used_tokens
+        self.update(
+            {
+                "sessionUpdate": "usage_update",
+                "used": used,
+                "size": 200000,
+                "cost": {"amount": round(used * 0.00001, 6), "currency": "USD"},
+            }
+        )
+
+    def cmd_title(self, rest: str) -> None:
+        self.session.title = rest
+        self.update(
+            {"sessionUpdate": "session_info_update", "title": rest, "updatedAt": now_rfc3339()}
+        )
+
+    def blocked(self, method: str, params: Json) -> Json:
+        """Send a request to the client and wait; v2 reports `requires_action` meanwhile."""
+        if self.v2:
+            self.state("requires_action")
+        response = self.channel.request(method, params)
+        if self.v2:
+            self.state("running")
+        return response
+
+    def cmd_permission(self, rest: str) -> None:
+        tool_call_id = self.session.next_id("call")
+        title = rest or "Write to config.toml"
+        tool: Json = {
+            "toolCallId": tool_call_id,
+            "title": title,
+            "kind": "edit",
+            "status": "pending",
+        }
+        options = [
+            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+        ]
+        params: Json = {"sessionId": self.session.session_id, "options": options}
+        if self.v2:
+            params["title"] = f"Allow: {title}?"
+            params["description"] = "The agent wants to change a file."
+            params["subject"] = {"type": "tool_call", "toolCall": tool}
+            self.session.history.append({"sessionUpdate": "tool_call_update", **tool})
+        else:
+            self.tool_start(tool)
+            params["toolCall"] = {"toolCallId": tool_call_id, "title": title}
+        response = self.blocked("session/request_permission", params)
+        status = "failed"
+        if "error" in response:
+            report = f"permission: error {response['error'].get('code')}"
+        else:
+            outcome = (response.get("result") or {}).get("outcome") or {}
+            kind = outcome.get("outcome")
+            if kind == "selected":
+                report = f"permission: selected {outcome.get('optionId')}"
+                status = "completed" if outcome.get("optionId") == "allow" else "failed"
+            else:
+                report = f"permission: {kind}"
+                status = "cancelled" if self.v2 else "failed"
+        self.tool_update(tool_call_id, status=status)
+        self.chunk("agent_message_chunk", self.session.next_id("msg"), report)
+
+    def cmd_elicit(self, rest: str) -> None:
+        message_id = self.session.next_id("msg")
+        if not self.agent.elicitation_form and rest != "force":
+            self.chunk("agent_message_chunk", message_id, "elicit: not supported by the client")
+            return
+        params: Json = {
+            "sessionId": self.session.session_id,
+            "mode": "form",
+            "message": "Which name should the greeting use?",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"name": {"type": "string", "title": "Name"}},
+                "required": ["name"],
+            },
+        }
+        response = self.blocked("elicitation/create", params)
+        if "error" in response:
+            report = f"elicit: error {response['error'].get('code')}"
+        else:
+            result = response.get("result") or {}
+            report = f"elicit: {result.get('action')}"
+            if "content" in result:
+                report += " " + json.dumps(result["content"], sort_keys=True)
+        self.chunk("agent_message_chunk", message_id, report)
+
+    def cmd_sleep(self, rest: str) -> None:
+        self.wait(float(rest))
+
+    def cmd_hang(self, rest: str) -> None:
+        # An agent that does not notice a cancel: it finishes as if nothing happened.
+        time.sleep(float(rest) / 1000)
+        self.turn.cancel.clear()
+
+    def cmd_slow(self, rest: str) -> None:
+        parts = rest.split()
+        count, interval = int(parts[0]), float(parts[1])
+        message_id = self.session.next_id("msg")
+        for i in range(count):
+            if i:
+                self.wait(interval)
+            self.check_cancel()
+            self.chunk("agent_message_chunk", message_id, f"slow {i}\n")
+
+    def cmd_crash(self, rest: str) -> None:
+        log("crashing on purpose (exit 3)")
+        os._exit(3)
+
+    def cmd_crash_signal(self, rest: str) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def cmd_invalid_json(self, rest: str) -> None:
+        self.channel.write(b'{"jsonrpc": "2.0", "method": "session/update", "params": {oops\n')
+
+    def cmd_huge_line(self, rest: str) -> None:
+        total = int(float(rest or "1") * 1024 * 1024)
+        update: Json = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text"}}
+        if self.v2:
+            update["messageId"] = self.session.next_id("msg")
+        envelope = encode(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {"sessionId": self.session.session_id, "update": update},
+            }
+        )
+        # Splice the text in front of the closing braces: `..."type":"text","text":"xxx"}}}}`.
+        head, tail = envelope[: -len(b"}}}}\n")], b"}}}}\n"
+        head += b',"text":"'
+        tail = b'"' + tail
+
+        def pieces() -> list[bytes]:
+            out = [head]
+            step = 1024 * 1024
+            out.extend(b"x" * min(step, total - at) for at in range(0, total, step))
+            out.append(tail)
+            return out
+
+        self.channel.write_pieces(pieces)
+
+    def cmd_wrong_shape(self, rest: str) -> None:
+        if self.v2:
+            # A known discriminator with a malformed payload: `content` missing, bad messageId.
+            bad: Json = {"sessionUpdate": "agent_message_chunk", "messageId": 42}
+        else:
+            bad = {"sessionUpdate": "tool_call", "status": "done"}
+        self.update(bad, record=False)
+
+    def cmd_unknown_update(self, rest: str) -> None:
+        self.update(
+            {"sessionUpdate": "_scripted_custom", "payload": {"note": rest or "custom"}},
+        )
+
+    def cmd_ext_notify(self, rest: str) -> None:
+        self.channel.notify(rest or "_acp/something", {"sessionId": self.session.session_id})
+
+    def cmd_update(self, rest: str) -> None:
+        self.update(json.loads(rest))
+
+    def cmd_raw(self, rest: str) -> None:
+        self.channel.write(rest.encode() + b"\n")
+
+    def cmd_stderr(self, rest: str) -> None:
+        sys.stderr.write(rest + "\n")
+        sys.stderr.flush()
+
+    def cmd_stop(self, rest: str) -> None:
+        raise Stop(rest or "end_turn")
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def spawn_grandchild() -> None:
+    import subprocess
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(3600)"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    sys.stderr.write(f"grandchild pid {child.pid}\n")
+    sys.stderr.flush()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--protocol",
+        choices=["1", "2", "auto"],
+        default="auto",
+        help="versions spoken: 1, 2 or both (auto, the default)",
+    )
+    parser.add_argument("--ignore-sigterm", action="store_true")
+    parser.add_argument("--ignore-eof", action="store_true", help="keep running after stdin EOF")
+    parser.add_argument("--grandchild", action="store_true")
+    parser.add_argument("--claim-v2-speak-v1", action="store_true")
+    parser.add_argument("--garbage-before-init", action="store_true")
+    parser.add_argument("--notify-before-init", action="store_true")
+    parser.add_argument("--no-load", action="store_true")
+    parser.add_argument("--no-resume", action="store_true")
+    parser.add_argument("--no-list", action="store_true")
+    args = parser.parse_args(argv)
+    args.protocol = None if args.protocol == "auto" else int(args.protocol)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if args.grandchild:
+        spawn_grandchild()
+    agent = Agent(args)
+    if args.garbage_before_init:
+        agent.channel.write(b"Starting scripted agent... (this line is not JSON)\n")
+    if args.notify_before_init:
+        agent.channel.notify("_auth/status_update", {"status": "unauthenticated", "ready": True})
+    agent.run()
+
+
+if __name__ == "__main__":
+    main()
