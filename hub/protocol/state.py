@@ -1,0 +1,740 @@
+"""The folded state of one session: ACP v2 session updates plus the hub's ``_hub_*`` variants.
+
+Theory of operation
+-------------------
+``SessionState.apply(update)`` folds one v2 ``update`` object (the value of
+``params.update`` of a v2 ``session/update``) into the state, with the v2 patch vocabulary
+(``shared/acp-spec/DIGEST.md`` section 4.2): an omitted field leaves the value unchanged,
+``null`` clears it, a value replaces it, arrays replace whole, chunks append and snapshots
+replace. "Cleared" and "never set" are the same state, and for collections ``[]`` is the
+same as ``null``, so two streams that mean the same thing fold to equal snapshots.
+
+Every handler validates the whole payload before it touches the state: a malformed payload
+of a known variant raises ``InvalidParams`` and changes nothing. The removed v2 names
+(``tool_call``, ``plan``, ``current_mode_update``) are rejected too: the v2 schema lets them
+through as unknown variants, but they must have been translated before they get here.
+Unknown variants are kept verbatim, the latest per name.
+
+Messages and tool calls live in one timeline ordered by first appearance, so a compaction
+(``hub.protocol.compact``) replays them in the order a live watcher saw them begin.
+
+Two storage choices keep a long session cheap:
+
+* A plain text chunk (``{"type": "text", "text": ...}`` and nothing else) that follows a
+  plain text block is merged into it, so the size of a message grows with its text, not
+  with its chunk count. Merging happens only on appends; a whole-message ``content`` is
+  stored as given, so folding a compaction reproduces the state exactly.
+* Terminal output is kept as bytes: each ``terminal_output_chunk`` is base64-decoded on its
+  own and appended, so chunk boundaries inside a UTF-8 code point or an ANSI escape do not
+  change the result.
+
+Applied updates are treated as immutable: the state keeps references to their values
+(content blocks, raw inputs, records) instead of copying them. ``snapshot()`` hands out
+fresh containers for everything the state mutates later, and the values inside are shared:
+read them, do not mutate them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, NoReturn, TypeGuard
+
+from hub.protocol.errors import InvalidParams
+
+__all__ = ["REMOVED_VARIANTS", "SessionState"]
+
+#: v1 names that must have been translated before they reach a v2 fold.
+REMOVED_VARIANTS: Final = frozenset({"tool_call", "plan", "current_mode_update"})
+
+_MESSAGE_KIND: Final = {
+    "user_message_chunk": "user_message",
+    "agent_message_chunk": "agent_message",
+    "agent_thought_chunk": "agent_thought",
+}
+_MESSAGE_UPDATES: Final = frozenset({"user_message", "agent_message", "agent_thought"})
+
+# Required string fields of the content block types the v2 schema defines.
+_BLOCK_STRINGS: Final = {
+    "text": ("text",),
+    "image": ("data", "mimeType"),
+    "audio": ("data", "mimeType"),
+    "resource_link": ("name", "uri"),
+}
+# Tool-call collections for which `[]` means the same as `null` (cleared).
+_COLLECTIONS: Final = frozenset({"content", "locations"})
+# Plan types the stable v2 schema refuses (they exist only in the unstable schema).
+_UNSTABLE_PLAN_TYPES: Final = frozenset({"file", "markdown"})
+
+_PERMISSION_STATUSES: Final = frozenset({"pending", "resolved", "cancelled", "timed_out"})
+_AGENT_STATUSES: Final = frozenset({"started", "exited", "restarted", "lost"})
+_PROMPT_POLICIES: Final = frozenset({"queue", "reject", "lease"})
+_PERMISSION_POLICIES: Final = frozenset({"first", "owner", "lease"})
+
+# Plain text chunks are buffered and joined in batches of this many, so a message streamed
+# in 100,000 tiny chunks holds a few hundred strings rather than 100,000.
+_TEXT_BATCH: Final = 256
+
+
+# --- validation -----------------------------------------------------------------------------
+
+
+def _fail(variant: str, detail: str) -> NoReturn:
+    raise InvalidParams(f"{variant}: {detail}")
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _require_str(update: Mapping[str, Any], key: str, variant: str) -> str:
+    value = update.get(key)
+    if not isinstance(value, str):
+        _fail(variant, f"'{key}' must be a string")
+    return value
+
+
+def _optional(
+    update: Mapping[str, Any], key: str, kind: type | tuple[type, ...], variant: str
+) -> None:
+    """``key`` may be absent or ``null``; otherwise it must be a ``kind``."""
+    value = update.get(key)
+    if value is not None and not isinstance(value, kind):
+        _fail(variant, f"'{key}' has the wrong type")
+
+
+def _check_meta(update: Mapping[str, Any], variant: str) -> None:
+    _optional(update, "_meta", Mapping, variant)
+
+
+def _check_list(value: object, variant: str, key: str) -> list[Any]:
+    if not isinstance(value, list):
+        _fail(variant, f"'{key}' must be an array")
+    return value
+
+
+def _check_block(block: object, variant: str) -> None:
+    """A ``ContentBlock``: open union on ``type``; known types need their required fields."""
+    if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+        _fail(variant, "a content block needs a string 'type'")
+    for key in _BLOCK_STRINGS.get(block["type"], ()):
+        if not isinstance(block.get(key), str):
+            _fail(variant, f"a '{block['type']}' content block needs a string '{key}'")
+    if block["type"] == "resource" and not isinstance(block.get("resource"), Mapping):
+        _fail(variant, "a 'resource' content block needs a 'resource' object")
+
+
+def _check_tool_content(item: object, variant: str) -> None:
+    """A ``ToolCallContent``: ``content`` / ``diff`` / ``terminal`` / ``_x``."""
+    if not isinstance(item, Mapping) or not isinstance(item.get("type"), str):
+        _fail(variant, "a tool call content item needs a string 'type'")
+    kind = item["type"]
+    if kind == "content":
+        _check_block(item.get("content"), variant)
+    elif kind == "diff":
+        changes = _check_list(item.get("changes"), variant, "changes")
+        for change in changes:
+            if not isinstance(change, Mapping) or not isinstance(change.get("operation"), str):
+                _fail(variant, "a diff change needs a string 'operation'")
+    elif kind == "terminal":
+        _require_str(item, "terminalId", variant)
+
+
+def _check_location(location: object, variant: str) -> None:
+    if not isinstance(location, Mapping) or not isinstance(location.get("path"), str):
+        _fail(variant, "a location needs a string 'path'")
+
+
+def _decode_base64(data: object, variant: str) -> bytes:
+    if not isinstance(data, str):
+        _fail(variant, "'data' must be a base64 string")
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        _fail(variant, "'data' is not valid base64")
+
+
+def _payload(update: Mapping[str, Any]) -> dict[str, Any]:
+    """The update without its discriminator, as a fresh dict."""
+    return {k: v for k, v in update.items() if k != "sessionUpdate"}
+
+
+def _patch(fields: dict[str, Any], update: Mapping[str, Any], skip: frozenset[str]) -> None:
+    """Apply the v2 patch vocabulary: omitted unchanged, ``null`` cleared, value replaced."""
+    for key, value in update.items():
+        if key in skip:
+            continue
+        if value is None:
+            fields.pop(key, None)
+        else:
+            fields[key] = value
+
+
+def _is_plain_text(block: Mapping[str, Any]) -> bool:
+    return len(block) == 2 and block.get("type") == "text" and isinstance(block.get("text"), str)
+
+
+# --- entities -------------------------------------------------------------------------------
+
+
+class _Text:
+    """The text of a trailing plain text block, built from appended pieces."""
+
+    __slots__ = ("batches", "recent")
+
+    def __init__(self, text: str) -> None:
+        self.batches: list[str] = [text]
+        self.recent: list[str] = []
+
+    def append(self, text: str) -> None:
+        self.recent.append(text)
+        if len(self.recent) >= _TEXT_BATCH:
+            self.batches.append("".join(self.recent))
+            self.recent.clear()
+
+    def value(self) -> str:
+        return "".join(self.batches) + "".join(self.recent)
+
+
+class _Message:
+    """One message: its kind, its content (``blocks`` plus an optional trailing text) and its
+    other patch fields (``_meta`` and any future message field)."""
+
+    __slots__ = ("blocks", "fields", "kind", "tail")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.blocks: list[Any] = []
+        self.tail: _Text | None = None
+        self.fields: dict[str, Any] = {}
+
+    def replace(self, content: list[Any] | None) -> None:
+        blocks = list(content or ())
+        self.tail = None
+        if blocks and _is_plain_text(blocks[-1]):
+            self.tail = _Text(blocks.pop()["text"])
+        self.blocks = blocks
+
+    def append(self, block: Mapping[str, Any]) -> None:
+        if _is_plain_text(block):
+            if self.tail is None:
+                self.tail = _Text(block["text"])
+            else:
+                self.tail.append(block["text"])
+            return
+        if self.tail is not None:
+            self.blocks.append({"type": "text", "text": self.tail.value()})
+            self.tail = None
+        self.blocks.append(block)
+
+    def content(self) -> list[Any]:
+        if self.tail is None:
+            return list(self.blocks)
+        return [*self.blocks, {"type": "text", "text": self.tail.value()}]
+
+
+class _ToolCall:
+    """One tool call: its patch fields; ``content`` (when present) is a list the state owns."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self) -> None:
+        self.fields: dict[str, Any] = {}
+
+    def view(self) -> dict[str, Any]:
+        view = dict(self.fields)
+        if "content" in view:
+            view["content"] = list(view["content"])
+        return view
+
+
+class _Terminal:
+    """One agent-owned terminal: its patch fields and its output bytes."""
+
+    __slots__ = ("fields", "output")
+
+    def __init__(self) -> None:
+        self.fields: dict[str, Any] = {}
+        self.output = bytearray()
+
+
+_MESSAGE: Final = "message"
+_TOOL_CALL: Final = "toolCall"
+
+
+# --- the fold -------------------------------------------------------------------------------
+
+
+class SessionState:
+    """The fold of one session's updates.
+
+    ``apply`` folds one update; ``snapshot`` gives a canonical JSON-able picture of the
+    whole state (equal states give equal snapshots); the properties are the views the hub
+    needs. ``hub.protocol.compact.compact`` turns a state back into updates.
+    """
+
+    __slots__ = (
+        "_commands",
+        "_config",
+        "_extras",
+        "_hub",
+        "_info",
+        "_permissions",
+        "_plans",
+        "_prompts",
+        "_state",
+        "_terminals",
+        "_timeline",
+        "_usage",
+    )
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        # Keyed by (entity type, id): messages and tool calls interleaved by first appearance.
+        self._timeline: dict[tuple[str, str], _Message | _ToolCall] = {}
+        self._terminals: dict[str, _Terminal] = {}
+        self._plans: dict[str, dict[str, Any]] = {}
+        self._info: dict[str, Any] = {}
+        self._commands: dict[str, Any] | None = None
+        self._config: dict[str, Any] | None = None
+        self._usage: dict[str, Any] | None = None
+        self._state: dict[str, Any] | None = None
+        # `_hub_presence`, `_hub_queue`, `_hub_agent`, `_hub_lease`, `_hub_policy` by name.
+        self._hub: dict[str, dict[str, Any]] = {}
+        self._prompts: dict[str, dict[str, Any]] = {}
+        self._permissions: dict[str, dict[str, Any]] = {}
+        self._extras: dict[str, dict[str, Any]] = {}
+
+    # -- applying ---------------------------------------------------------------------------
+
+    def apply(self, update: Mapping[str, Any]) -> None:
+        """Fold one update into the state.
+
+        Raises ``InvalidParams`` for a payload that is not an object, lacks a string
+        ``sessionUpdate``, uses a removed v2 name, or is a malformed known variant; the
+        state is then unchanged. Unknown variants are kept (the latest one per name).
+        """
+        if not isinstance(update, Mapping):
+            raise InvalidParams("a session update must be an object")
+        variant = update.get("sessionUpdate")
+        if not isinstance(variant, str):
+            raise InvalidParams("a session update needs a string 'sessionUpdate'")
+        handler = _HANDLERS.get(variant)
+        if handler is not None:
+            handler(self, variant, update)
+        elif variant in REMOVED_VARIANTS:
+            _fail(variant, "removed in ACP v2; it must be translated before folding")
+        else:
+            self._extras[variant] = dict(update)
+
+    def apply_all(self, updates: Iterable[Mapping[str, Any]]) -> SessionState:
+        """Fold updates in order and return ``self``. Stops at the first invalid one, with the
+        ones before it applied."""
+        for update in updates:
+            self.apply(update)
+        return self
+
+    def _message(self, message_id: str, kind: str) -> _Message:
+        key = (_MESSAGE, message_id)
+        entity = self._timeline.get(key)
+        if entity is None:
+            entity = self._timeline[key] = _Message(kind)
+        assert isinstance(entity, _Message)
+        # A message id names one message; its kind follows the latest word about it.
+        entity.kind = kind
+        return entity
+
+    def _tool_call(self, tool_call_id: str) -> _ToolCall:
+        key = (_TOOL_CALL, tool_call_id)
+        entity = self._timeline.get(key)
+        if entity is None:
+            entity = self._timeline[key] = _ToolCall()
+        assert isinstance(entity, _ToolCall)
+        return entity
+
+    def _terminal(self, terminal_id: str) -> _Terminal:
+        terminal = self._terminals.get(terminal_id)
+        if terminal is None:
+            terminal = self._terminals[terminal_id] = _Terminal()
+        return terminal
+
+    def _on_message_chunk(self, variant: str, update: Mapping[str, Any]) -> None:
+        message_id = _require_str(update, "messageId", variant)
+        _check_block(update.get("content"), variant)
+        _check_meta(update, variant)
+        # The chunk's own `_meta` is scoped to the chunk (DIGEST 1.3): nothing to keep.
+        self._message(message_id, _MESSAGE_KIND[variant]).append(update["content"])
+
+    def _on_message(self, variant: str, update: Mapping[str, Any]) -> None:
+        message_id = _require_str(update, "messageId", variant)
+        content = update.get("content")
+        if content is not None:
+            for block in _check_list(content, variant, "content"):
+                _check_block(block, variant)
+        _check_meta(update, variant)
+        message = self._message(message_id, variant)
+        if "content" in update:
+            message.replace(content)
+        _patch(message.fields, update, frozenset({"sessionUpdate", "messageId", "content"}))
+
+    def _on_tool_call_update(self, variant: str, update: Mapping[str, Any]) -> None:
+        tool_call_id = _require_str(update, "toolCallId", variant)
+        for key in ("title", "kind", "status"):
+            _optional(update, key, str, variant)
+        content = update.get("content")
+        if content is not None:
+            for item in _check_list(content, variant, "content"):
+                _check_tool_content(item, variant)
+        locations = update.get("locations")
+        if locations is not None:
+            for location in _check_list(locations, variant, "locations"):
+                _check_location(location, variant)
+        _check_meta(update, variant)
+        fields = self._tool_call(tool_call_id).fields
+        _patch(fields, update, frozenset({"sessionUpdate", "toolCallId"}))
+        for key in _COLLECTIONS:
+            value = update.get(key)
+            if value is not None:
+                if value:
+                    fields[key] = list(value)  # owned: chunks append to it
+                else:
+                    del fields[key]  # `[]` clears, like `null`
+
+    def _on_tool_call_content_chunk(self, variant: str, update: Mapping[str, Any]) -> None:
+        tool_call_id = _require_str(update, "toolCallId", variant)
+        _check_tool_content(update.get("content"), variant)
+        _check_meta(update, variant)
+        fields = self._tool_call(tool_call_id).fields
+        fields.setdefault("content", []).append(update["content"])
+
+    def _on_terminal_update(self, variant: str, update: Mapping[str, Any]) -> None:
+        terminal_id = _require_str(update, "terminalId", variant)
+        for key in ("command", "cwd"):
+            _optional(update, key, str, variant)
+        _optional(update, "exitStatus", Mapping, variant)
+        exit_status = update.get("exitStatus")
+        if exit_status is not None:
+            code = exit_status.get("exitCode")
+            if code is not None and not (_is_int(code) and code >= 0):
+                _fail(variant, "'exitStatus.exitCode' must be a non-negative integer")
+            _optional(exit_status, "signal", str, variant)
+        output = update.get("output")
+        data: bytes | None = None
+        if output is not None:
+            if not isinstance(output, Mapping):
+                _fail(variant, "'output' must be an object")
+            data = _decode_base64(output.get("data"), variant)
+        _check_meta(update, variant)
+        terminal = self._terminal(terminal_id)
+        _patch(terminal.fields, update, frozenset({"sessionUpdate", "terminalId", "output"}))
+        if "output" in update:
+            # A replacement snapshot, never merged with what came before.
+            terminal.output = bytearray(data or b"")
+
+    def _on_terminal_output_chunk(self, variant: str, update: Mapping[str, Any]) -> None:
+        terminal_id = _require_str(update, "terminalId", variant)
+        data = _decode_base64(update.get("data"), variant)
+        _check_meta(update, variant)
+        self._terminal(terminal_id).output += data
+
+    def _on_plan_update(self, variant: str, update: Mapping[str, Any]) -> None:
+        plan = update.get("plan")
+        if not isinstance(plan, Mapping):
+            _fail(variant, "'plan' must be an object")
+        kind = _require_str(plan, "type", variant)
+        plan_id = _require_str(plan, "planId", variant)
+        if kind in _UNSTABLE_PLAN_TYPES:
+            _fail(variant, f"plan type '{kind}' is not part of stable ACP v2")
+        if kind == "items":
+            for entry in _check_list(plan.get("entries"), variant, "entries"):
+                if not isinstance(entry, Mapping) or not all(
+                    isinstance(entry.get(key), str) for key in ("content", "priority", "status")
+                ):
+                    _fail(variant, "a plan entry needs string 'content', 'priority' and 'status'")
+        _check_meta(update, variant)
+        self._plans[plan_id] = _payload(update)
+
+    def _on_available_commands_update(self, variant: str, update: Mapping[str, Any]) -> None:
+        for command in _check_list(update.get("availableCommands"), variant, "availableCommands"):
+            if not isinstance(command, Mapping) or not (
+                isinstance(command.get("name"), str) and isinstance(command.get("description"), str)
+            ):
+                _fail(variant, "a command needs string 'name' and 'description'")
+            _optional(command, "input", Mapping, variant)
+        _check_meta(update, variant)
+        self._commands = _payload(update)
+
+    def _on_config_option_update(self, variant: str, update: Mapping[str, Any]) -> None:
+        for option in _check_list(update.get("configOptions"), variant, "configOptions"):
+            if not isinstance(option, Mapping) or not all(
+                isinstance(option.get(key), str) for key in ("configId", "name", "type")
+            ):
+                _fail(variant, "a config option needs string 'configId', 'name' and 'type'")
+        _check_meta(update, variant)
+        self._config = _payload(update)
+
+    def _on_session_info_update(self, variant: str, update: Mapping[str, Any]) -> None:
+        _optional(update, "title", str, variant)
+        _optional(update, "updatedAt", str, variant)
+        _check_meta(update, variant)
+        _patch(self._info, update, frozenset({"sessionUpdate"}))
+
+    def _on_usage_update(self, variant: str, update: Mapping[str, Any]) -> None:
+        for key in ("used", "size"):
+            value = update.get(key)
+            if not (_is_int(value) and value >= 0):
+                _fail(variant, f"'{key}' must be a non-negative integer")
+        cost = update.get("cost")
+        if cost is not None:
+            if not isinstance(cost, Mapping):
+                _fail(variant, "'cost' must be an object")
+            amount = cost.get("amount")
+            if isinstance(amount, bool) or not isinstance(amount, int | float):
+                _fail(variant, "'cost.amount' must be a number")
+            _require_str(cost, "currency", variant)
+        _check_meta(update, variant)
+        self._usage = _payload(update)
+
+    def _on_state_update(self, variant: str, update: Mapping[str, Any]) -> None:
+        _require_str(update, "state", variant)
+        _optional(update, "stopReason", str, variant)
+        _check_meta(update, variant)
+        self._state = _payload(update)
+
+    # -- the hub's own variants (docs/internals.md) ------------------------------------------
+
+    def _on_hub_snapshot(self, variant: str, update: Mapping[str, Any]) -> None:
+        _HUB_CHECKS[variant](variant, update)
+        self._hub[variant] = _payload(update)
+
+    def _on_hub_prompt(self, variant: str, update: Mapping[str, Any]) -> None:
+        message_id = _require_str(update, "messageId", variant)
+        _require_str(update, "clientId", variant)
+        _optional(update, "name", str, variant)
+        self._prompts[message_id] = _payload(update)
+
+    def _on_hub_permission(self, variant: str, update: Mapping[str, Any]) -> None:
+        permission_id = _require_str(update, "permissionId", variant)
+        status = _require_str(update, "status", variant)
+        if status not in _PERMISSION_STATUSES:
+            _fail(variant, f"unknown permission status '{status}'")
+        for key in ("request", "resolvedBy", "outcome"):
+            _optional(update, key, Mapping, variant)
+        # Fields merge and `status` replaces.
+        merged = {**self._permissions.get(permission_id, {}), **_payload(update)}
+        if status == "pending" and merged.get("request") is None:
+            _fail(variant, "a pending permission needs its 'request'")
+        # The request's tool-call subject is not folded into the tool calls here: replaying
+        # the record at the end of a compaction would undo later tool-call updates, so the
+        # session layer emits that upsert as an ordinary `tool_call_update`.
+        self._permissions[permission_id] = merged
+
+    def _on_hub_reset(self, variant: str, update: Mapping[str, Any]) -> None:
+        _require_str(update, "reason", variant)
+        if not _is_int(update.get("epoch")):
+            _fail(variant, "'epoch' must be an integer")
+        self._reset()
+
+    # -- views ------------------------------------------------------------------------------
+
+    @property
+    def is_empty(self) -> bool:
+        """True when nothing is held (a fresh state, or one just reset)."""
+        return not (
+            self._timeline
+            or self._terminals
+            or self._plans
+            or self._info
+            or self._hub
+            or self._prompts
+            or self._permissions
+            or self._extras
+            or self._commands is not None
+            or self._config is not None
+            or self._usage is not None
+            or self._state is not None
+        )
+
+    @property
+    def foreground(self) -> str:
+        """The foreground state of the latest ``state_update`` (``idle`` before any)."""
+        return "idle" if self._state is None else str(self._state["state"])
+
+    @property
+    def stop_reason(self) -> str | None:
+        """The ``stopReason`` of the latest ``state_update``, if it carried one."""
+        return None if self._state is None else self._state.get("stopReason")
+
+    @property
+    def message_ids(self) -> list[str]:
+        """Message ids in order of first appearance."""
+        return [key[1] for key in self._timeline if key[0] == _MESSAGE]
+
+    @property
+    def tool_call_ids(self) -> list[str]:
+        """Tool call ids in order of first appearance."""
+        return [key[1] for key in self._timeline if key[0] == _TOOL_CALL]
+
+    def message(self, message_id: str) -> dict[str, Any] | None:
+        """``{"kind", "content", **fields}`` of a message, or ``None`` when unknown."""
+        entity = self._timeline.get((_MESSAGE, message_id))
+        if not isinstance(entity, _Message):
+            return None
+        return {"kind": entity.kind, "content": entity.content(), **entity.fields}
+
+    def tool_call(self, tool_call_id: str) -> dict[str, Any] | None:
+        """The fields of a tool call (without ``toolCallId``), or ``None`` when unknown."""
+        entity = self._timeline.get((_TOOL_CALL, tool_call_id))
+        return entity.view() if isinstance(entity, _ToolCall) else None
+
+    def terminal_output(self, terminal_id: str) -> bytes | None:
+        """The output bytes of an agent-owned terminal, or ``None`` when unknown."""
+        terminal = self._terminals.get(terminal_id)
+        return None if terminal is None else bytes(terminal.output)
+
+    @property
+    def pending_permissions(self) -> dict[str, dict[str, Any]]:
+        """Permission records whose status is ``pending``, by permission id."""
+        return {k: dict(v) for k, v in self._permissions.items() if v.get("status") == "pending"}
+
+    def permission(self, permission_id: str) -> dict[str, Any] | None:
+        """The merged ``_hub_permission`` record, or ``None`` when unknown."""
+        record = self._permissions.get(permission_id)
+        return None if record is None else dict(record)
+
+    @property
+    def config_options(self) -> list[Any]:
+        """The current config options (``[]`` before any ``config_option_update``)."""
+        return [] if self._config is None else list(self._config["configOptions"])
+
+    @property
+    def title(self) -> str | None:
+        """The session title from ``session_info_update``."""
+        title = self._info.get("title")
+        return title if isinstance(title, str) else None
+
+    def hub(self, variant: str) -> dict[str, Any] | None:
+        """The latest ``_hub_presence`` / ``_hub_queue`` / ``_hub_agent`` / ``_hub_lease`` /
+        ``_hub_policy`` payload (without ``sessionUpdate``), or ``None``."""
+        payload = self._hub.get(variant)
+        return None if payload is None else dict(payload)
+
+    def snapshot(self) -> dict[str, Any]:
+        """A canonical JSON-able picture of the whole state; equal states give equal snapshots.
+
+        ``hub.protocol.compact`` rebuilds updates from it, so it holds everything the state
+        holds. Terminal output is base64; ``timeline`` is in first-appearance order.
+        """
+        timeline: list[dict[str, Any]] = []
+        for (kind, entity_id), entity in self._timeline.items():
+            if isinstance(entity, _Message):
+                timeline.append(
+                    {
+                        "type": kind,
+                        "id": entity_id,
+                        "kind": entity.kind,
+                        "content": entity.content(),
+                        "fields": dict(entity.fields),
+                    }
+                )
+            else:
+                timeline.append({"type": kind, "id": entity_id, "fields": entity.view()})
+        return {
+            "info": dict(self._info),
+            "configOptions": _copy(self._config),
+            "commands": _copy(self._commands),
+            "usage": _copy(self._usage),
+            "hub": {k: dict(v) for k, v in self._hub.items()},
+            "timeline": timeline,
+            "prompts": {k: dict(v) for k, v in self._prompts.items()},
+            "terminals": {
+                k: {
+                    "fields": dict(t.fields),
+                    "output": base64.b64encode(t.output).decode("ascii"),
+                }
+                for k, t in self._terminals.items()
+            },
+            "plans": {k: dict(v) for k, v in self._plans.items()},
+            "permissions": {k: dict(v) for k, v in self._permissions.items()},
+            "extras": {k: dict(v) for k, v in self._extras.items()},
+            "state": _copy(self._state),
+        }
+
+
+def _copy(payload: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if payload is None else dict(payload)
+
+
+def _check_presence(variant: str, update: Mapping[str, Any]) -> None:
+    for client in _check_list(update.get("clients"), variant, "clients"):
+        if not isinstance(client, Mapping) or not isinstance(client.get("clientId"), str):
+            _fail(variant, "a client needs a string 'clientId'")
+
+
+def _check_queue(variant: str, update: Mapping[str, Any]) -> None:
+    for entry in _check_list(update.get("entries"), variant, "entries"):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("queueId"), str):
+            _fail(variant, "a queue entry needs a string 'queueId'")
+
+
+def _check_agent(variant: str, update: Mapping[str, Any]) -> None:
+    _require_str(update, "agent", variant)
+    status = _require_str(update, "status", variant)
+    if status not in _AGENT_STATUSES:
+        _fail(variant, f"unknown agent status '{status}'")
+    code = update.get("exitCode")
+    if code is not None and not _is_int(code):
+        _fail(variant, "'exitCode' must be an integer")
+    _optional(update, "signal", str, variant)
+    _optional(update, "message", str, variant)
+
+
+def _check_lease(variant: str, update: Mapping[str, Any]) -> None:
+    if "holder" not in update:
+        _fail(variant, "'holder' is required (null when nobody holds the lease)")
+    holder = update["holder"]
+    if holder is not None and (
+        not isinstance(holder, Mapping) or not isinstance(holder.get("clientId"), str)
+    ):
+        _fail(variant, "'holder' must be null or an object with a string 'clientId'")
+    _optional(update, "expiresAt", str, variant)
+
+
+def _check_policy(variant: str, update: Mapping[str, Any]) -> None:
+    if update.get("prompt") not in _PROMPT_POLICIES:
+        _fail(variant, f"'prompt' must be one of {sorted(_PROMPT_POLICIES)}")
+    if update.get("permission") not in _PERMISSION_POLICIES:
+        _fail(variant, f"'permission' must be one of {sorted(_PERMISSION_POLICIES)}")
+
+
+_HUB_CHECKS: Final[dict[str, Callable[[str, Mapping[str, Any]], None]]] = {
+    "_hub_presence": _check_presence,
+    "_hub_queue": _check_queue,
+    "_hub_agent": _check_agent,
+    "_hub_lease": _check_lease,
+    "_hub_policy": _check_policy,
+}
+
+_Handler = Callable[[SessionState, str, Mapping[str, Any]], None]
+
+_HANDLERS: Final[dict[str, _Handler]] = {
+    **dict.fromkeys(_MESSAGE_KIND, SessionState._on_message_chunk),
+    **dict.fromkeys(_MESSAGE_UPDATES, SessionState._on_message),
+    "tool_call_update": SessionState._on_tool_call_update,
+    "tool_call_content_chunk": SessionState._on_tool_call_content_chunk,
+    "terminal_update": SessionState._on_terminal_update,
+    "terminal_output_chunk": SessionState._on_terminal_output_chunk,
+    "plan_update": SessionState._on_plan_update,
+    "available_commands_update": SessionState._on_available_commands_update,
+    "config_option_update": SessionState._on_config_option_update,
+    "session_info_update": SessionState._on_session_info_update,
+    "usage_update": SessionState._on_usage_update,
+    "state_update": SessionState._on_state_update,
+    **dict.fromkeys(_HUB_CHECKS, SessionState._on_hub_snapshot),
+    "_hub_prompt": SessionState._on_hub_prompt,
+    "_hub_permission": SessionState._on_hub_permission,
+    "_hub_reset": SessionState._on_hub_reset,
+}
