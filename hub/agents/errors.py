@@ -1,0 +1,49 @@
+"""``AgentError``: an agent operation that failed, carrying the JSON-RPC error to report.
+
+The session layer turns ``error`` into the answer it owes its own client. Three sources:
+
+* the agent answered the request with a JSON-RPC error (``error`` is the agent's, verbatim);
+* the agent is down, could not be started or died with the request in flight
+  (``AGENT_UNAVAILABLE``, -32042);
+* the agent did not advertise the capability the operation needs (``UNSUPPORTED``, -32048).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hub.protocol.errors import AGENT_UNAVAILABLE, UNSUPPORTED, RpcError, hub_error
+
+__all__ = ["AgentError", "agent_unavailable", "unsupported"]
+
+
+class AgentError(Exception):
+    """An agent operation failed; ``error`` is the JSON-RPC error object to pass on."""
+
+    def __init__(self, error: RpcError) -> None:
+        super().__init__(f"{error.message} ({error.code})")
+        self.error = error
+
+    @property
+    def code(self) -> int:
+        return self.error.code
+
+
+def agent_unavailable(agent: str, reason: str, **data: Any) -> AgentError:
+    """The agent process is down, could not be started, or died mid-request."""
+    return AgentError(
+        hub_error(
+            AGENT_UNAVAILABLE, f"Agent '{agent}' is unavailable: {reason}", {"agent": agent, **data}
+        )
+    )
+
+
+def unsupported(agent: str, operation: str, needs: str) -> AgentError:
+    """The agent did not advertise what ``operation`` needs."""
+    return AgentError(
+        hub_error(
+            UNSUPPORTED,
+            f"Agent '{agent}' does not support {operation} (it does not advertise {needs})",
+            {"agent": agent, "operation": operation},
+        )
+    )
