@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 from hypothesis import given
@@ -276,3 +277,19 @@ def test_encode_then_decode_round_trip(lines: list[bytes]) -> None:
     lines = [line for line in lines if line and not line.isspace()]
     stream = b"".join(encode_line(line) for line in lines)
     assert decode_chunks([stream]) == lines
+
+
+def test_feeding_is_linear_in_the_line_length() -> None:
+    """A 32 MiB line in 4 KiB chunks: a decoder that re-scanned or re-copied its buffer
+    on every feed would touch ~128 GiB and take minutes; a linear one takes milliseconds."""
+    chunk = b"y" * 4096
+    decoder = LineDecoder()
+    start = time.perf_counter()
+    for _ in range(DEFAULT_MAX_LINE // len(chunk)):
+        assert decoder.feed(chunk) == []
+    out = decoder.feed(b"\n")
+    elapsed = time.perf_counter() - start
+    assert len(out) == 1
+    assert isinstance(out[0], bytes)
+    assert len(out[0]) == DEFAULT_MAX_LINE
+    assert elapsed < 10.0

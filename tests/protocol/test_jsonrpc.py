@@ -392,3 +392,45 @@ def test_parse_of_arbitrary_json_never_raises_and_invalids_answerable(
             assert parse(encode(entry)) == ErrorResponse(entry.id, entry.error)
         else:
             assert parse(encode(entry)) == entry
+
+
+# -- a v2 batch answered the way DIGEST 1.1 prescribes ---------------------------------------
+
+
+def answer(batch: Batch) -> bytes | None:
+    """Echo each request's method back; answer invalid entries; skip notifications."""
+    replies: list[Response | ErrorResponse | Invalid] = []
+    for entry in batch.entries:
+        if isinstance(entry, Request):
+            replies.append(Response(entry.id, entry.method))
+        elif isinstance(entry, Invalid):
+            replies.append(entry)
+    return batch_reply(replies)
+
+
+def test_batch_answers_requests_and_invalid_entries_only() -> None:
+    data = b"""[
+        {"jsonrpc":"2.0","id":1,"method":"a"},
+        {"jsonrpc":"2.0","method":"note"},
+        {"foo":"bar"},
+        {"jsonrpc":"2.0","id":"z","method":"b","params":[]}
+    ]"""
+    batch = parse(data, allow_batch=True)
+    assert isinstance(batch, Batch)
+    out = answer(batch)
+    assert out is not None
+    reply = orjson.loads(out)
+    assert reply[0] == {"jsonrpc": "2.0", "id": 1, "result": "a"}
+    assert reply[1]["id"] is None
+    assert reply[1]["error"]["code"] == errors.INVALID_REQUEST
+    assert reply[2] == {"jsonrpc": "2.0", "id": "z", "result": "b"}
+    assert len(reply) == 3
+
+
+def test_batch_of_only_notifications_gets_no_reply_at_all() -> None:
+    batch = parse(
+        b'[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","method":"b"}]', allow_batch=True
+    )
+    assert isinstance(batch, Batch)
+    assert not any(needs_reply(e) for e in batch.entries)
+    assert answer(batch) is None
