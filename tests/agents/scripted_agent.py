@@ -1012,7 +1012,11 @@ class TurnRunner:
 
     def cmd_huge_line(self, rest: str) -> None:
         total = int(float(rest or "1") * 1024 * 1024)
-        update: Json = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text"}}
+        marker = "@@huge-line@@"
+        update: Json = {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": marker},
+        }
         if self.v2:
             update["messageId"] = self.session.next_id("msg")
         envelope = encode(
@@ -1022,10 +1026,7 @@ class TurnRunner:
                 "params": {"sessionId": self.session.session_id, "update": update},
             }
         )
-        # Splice the text in front of the closing braces: `..."type":"text","text":"xxx"}}}}`.
-        head, tail = envelope[: -len(b"}}}}\n")], b"}}}}\n"
-        head += b',"text":"'
-        tail = b'"' + tail
+        head, _, tail = envelope.partition(marker.encode())
 
         def pieces() -> list[bytes]:
             out = [head]
