@@ -1,11 +1,156 @@
-"""The ``acp-hub`` command line: ``serve`` and ``demo``."""
+"""The ``acp-hub`` command line: ``serve`` and ``demo``.
+
+``acp-hub serve [--host 127.0.0.1] [--port 8765] [--config FILE] [--agent NAME=COMMAND ...]``
+runs the hub with the agents of the config file and the command line. ``acp-hub demo`` runs it
+with the built-in demo agent, which needs no network and no API key. Once the server listens,
+both print ``acp-hub: listening on http://HOST:PORT`` (with the real port when ``--port 0``)
+on standard output. SIGINT and SIGTERM shut down cleanly: clients are closed with 1001, agents
+are stopped (stdin closed, SIGTERM, SIGKILL of their process groups).
+"""
 
 from __future__ import annotations
 
+import argparse
+import logging
+import os
+import socket
 import sys
+from collections.abc import Sequence
+from typing import Any
+
+import uvicorn
+
+from hub import __version__
+from hub.agents.spec import AgentSpec, ConfigError, load_config, parse_agent_arg
+from hub.server.app import GOING_AWAY, HubApp, create_app
+from hub.settings import Settings
+
+log = logging.getLogger("hub")
 
 
-def main(argv: list[str] | None = None) -> int:
+class _Server(uvicorn.Server):
+    """uvicorn's server, announcing its address and closing clients with 1001 on shutdown."""
+
+    def __init__(self, config: uvicorn.Config, hub: HubApp, banner: str) -> None:
+        super().__init__(config)
+        self.hub = hub
+        self.banner = banner
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.should_exit:
+            return
+        host, port = self.config.host, self.config.port
+        for server in self.servers:
+            for sock in server.sockets:
+                host, port = sock.getsockname()[:2]
+                break
+        shown = f"[{host}]" if ":" in str(host) else str(host)
+        print(f"acp-hub: listening on http://{shown}:{port}", flush=True)
+        if self.banner:
+            print(self.banner.format(url=f"http://{shown}:{port}"), flush=True)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.hub.close_connections(GOING_AWAY, "the hub is shutting down")
+        await super().shutdown(sockets)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="acp-hub", description="Share ACP agent sessions.")
+    parser.add_argument("--version", action="version", version=f"acp-hub {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in (
+        ("serve", "run the hub with the configured agents"),
+        ("demo", "run the hub with the built-in demo agent"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
+        p.add_argument("--port", type=int, default=None, help="port (default 8765; 0: any)")
+        p.add_argument("--config", default=os.environ.get("ACP_HUB_CONFIG"), help="TOML file")
+        p.add_argument(
+            "--agent",
+            action="append",
+            default=[],
+            metavar="NAME=COMMAND",
+            help="define an agent (repeatable); the first one is the default",
+        )
+        p.add_argument("--log-level", default=os.environ.get("ACP_HUB_LOG", "info"))
+        if name == "demo":
+            p.add_argument("--protocol", default="auto", choices=["auto", "1", "2"])
+    return parser
+
+
+def build(args: argparse.Namespace) -> tuple[Settings, dict[str, AgentSpec], str | None]:
+    """Settings and agents from the config file and the command line."""
+    settings = Settings()
+    agents: dict[str, AgentSpec] = {}
+    default: str | None = None
+    if args.config:
+        config = load_config(args.config)
+        agents.update(config.agents)
+        default = config.default_agent
+        settings = settings.merged(dict(config.hub))
+    if args.command == "demo":
+        demo = AgentSpec(
+            name="demo",
+            command=sys.executable,
+            args=("-m", "hub.demo.agent", "--protocol", args.protocol),
+        )
+        agents = {"demo": demo, **agents}
+        default = "demo"
+    for text in args.agent:
+        spec = parse_agent_arg(text)
+        agents[spec.name] = spec
+        if default is None:
+            default = spec.name
+    overrides: dict[str, Any] = {}
+    if args.host is not None:
+        overrides["host"] = args.host
+    if args.port is not None:
+        overrides["port"] = args.port
+    if overrides:
+        settings = settings.merged(overrides)
+    return settings, agents, default
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``acp-hub`` console script."""
-    print("acp-hub: the server is not built yet", file=sys.stderr)
-    return 1
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=str(args.log_level).upper(),
+        format="%(asctime)s %(levelname).1s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        settings, agents, default = build(args)
+    except (ConfigError, ValueError) as exc:
+        print(f"acp-hub: {exc}", file=sys.stderr)
+        return 2
+    if not agents:
+        print("acp-hub: no agents: use --agent NAME=COMMAND or --config FILE", file=sys.stderr)
+        return 2
+    app, hub = create_app(settings, agents, default)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        ws="websockets-sansio",
+        ws_max_size=settings.max_frame_bytes,
+        ws_ping_interval=settings.ping_interval,
+        ws_ping_timeout=settings.ping_timeout,
+        ws_per_message_deflate=False,
+        log_level=str(args.log_level).lower(),
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+    )
+    banner = ""
+    if args.command == "demo":
+        banner = "acp-hub: open {url}/ in a browser; the demo agent is ready to prompt"
+    server = _Server(config, hub, banner)
+    server.run()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

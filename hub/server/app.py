@@ -1,0 +1,172 @@
+"""The Starlette application: ``/acp`` (WebSocket), the web UI, health.
+
+``create_app`` builds the app from settings and agent definitions. Its lifespan starts the
+agent supervisor and the session registry; ``HubApp.close_connections`` closes every client
+with 1001 before the server stops.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocket
+
+from hub import __version__
+from hub.agents.spec import AgentSpec
+from hub.agents.supervisor import Supervisor
+from hub.server.connection import ClientConnection
+from hub.server.transport import AsgiFrameWriter
+from hub.server.web import web_routes
+from hub.sessions.registry import SessionRegistry
+from hub.settings import Settings
+
+log = logging.getLogger("hub.server")
+
+RAW_SEND = "acp_hub.raw_send"
+WEB_DIR = Path(__file__).resolve().parent.parent.parent / "web"
+
+GOING_AWAY = 1001
+UNSUPPORTED_DATA = 1003
+INTERNAL_ERROR = 1011
+
+
+class RawSendMiddleware:
+    """Keeps the server's own ``send`` in the scope, before Starlette wraps it, so that the
+    ``/acp`` endpoint can write frames without a task switch (``hub.server.transport``)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            scope[RAW_SEND] = send
+        await self.app(scope, receive, send)
+
+
+class HubApp:
+    """The running hub: settings, supervisor, sessions and open client connections."""
+
+    def __init__(
+        self, settings: Settings, agents: Mapping[str, AgentSpec], default_agent: str | None
+    ) -> None:
+        self.settings = settings
+        self.agents = dict(agents)
+        self.default_agent = default_agent or (next(iter(agents)) if agents else None)
+        self.connections: set[ClientConnection] = set()
+        self.supervisor: Supervisor | None = None
+        self.registry: SessionRegistry | None = None
+
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        async with Supervisor(
+            self.agents,
+            self.default_agent,
+            max_line=self.settings.max_line_bytes,
+            stderr_lines=self.settings.stderr_lines,
+        ) as supervisor:
+            self.supervisor = supervisor
+            registry = SessionRegistry(self.settings, supervisor)
+            async with registry.running():
+                self.registry = registry
+                try:
+                    yield
+                finally:
+                    self.close_connections(GOING_AWAY, "the hub is shutting down")
+                    self.registry = None
+            self.supervisor = None
+
+    def close_connections(self, code: int, reason: str) -> None:
+        """Close every client connection with ``code``."""
+        for conn in list(self.connections):
+            conn.close(code, reason)
+
+    async def acp(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``GET /acp``: one ACP client over WebSocket."""
+        websocket = WebSocket(scope, receive, send)
+        registry = self.registry
+        if registry is None:
+            await websocket.close(code=GOING_AWAY)
+            return
+        raw_send: Send = scope.get(RAW_SEND, send)
+        conn = ClientConnection(
+            registry,
+            AsgiFrameWriter(raw_send),
+            settings=self.settings,
+            role=self.settings.default_role,
+        )
+        await websocket.accept(headers=[(b"acp-connection-id", conn.connection_id.encode())])
+        log.info("= %s: connected from %s", conn.connection_id, _peer(scope))
+
+        async def receive_text() -> str | None:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return None
+            text = message.get("text")
+            if text is None:
+                log.info("! %s: binary frame refused, closing 1003", conn.connection_id)
+                conn.close(UNSUPPORTED_DATA, "binary frames are not accepted; send text")
+                return None
+            return str(text)
+
+        self.connections.add(conn)
+        try:
+            await conn.run(receive_text)
+        finally:
+            self.connections.discard(conn)
+            log.info("= %s: disconnected", conn.connection_id)
+
+    async def health(self, request: Request) -> JSONResponse:
+        registry = self.registry
+        return JSONResponse(
+            {
+                "status": "ok" if registry is not None else "starting",
+                "version": __version__,
+                "sessions": 0 if registry is None else len(registry.sessions),
+                "connections": len(self.connections),
+            }
+        )
+
+
+class _AcpEndpoint:
+    def __init__(self, hub: HubApp) -> None:
+        self.hub = hub
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.hub.acp(scope, receive, send)
+
+
+def _peer(scope: Scope) -> str:
+    client: Any = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else "?"
+
+
+def create_app(
+    settings: Settings,
+    agents: Mapping[str, AgentSpec],
+    default_agent: str | None = None,
+    *,
+    web_dir: Path = WEB_DIR,
+) -> tuple[Starlette, HubApp]:
+    """Build the Starlette app and the ``HubApp`` behind it."""
+    hub = HubApp(settings, agents, default_agent)
+    routes: list[BaseRoute] = [
+        WebSocketRoute("/acp", _AcpEndpoint(hub)),
+        Route("/healthz", hub.health),
+    ]
+    routes.extend(web_routes(web_dir, embed_origins=settings.embed_origins))
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(RawSendMiddleware)],
+        lifespan=hub.lifespan,
+    )
+    return app, hub

@@ -1,0 +1,117 @@
+"""A client's outbox: the ordered frames it has not received yet, bounded in bytes.
+
+Theory of operation
+-------------------
+``push`` is called synchronously by the fan-out for every frame meant for this client. When
+nothing is queued and the transport accepts data at once, the frame is written directly (no
+task switch, like ``websockets.broadcast``). Otherwise it is appended to the queue, and the
+outbox's writer task (``run``) sends queued frames in order as the transport drains.
+
+Queued live bytes are bounded by ``limit``. A client that passes the bound is a slow consumer:
+its queue is dropped and it is closed with 1013; it reconnects and resumes with its cursor, so
+nothing is lost for it and nobody else waits for it. Replay frames are queued ``bounded=False``:
+their size is the session state's, already capped by what the hub holds, and a large replay
+must not look like a slow consumer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+
+import anyio
+
+from hub.server.transport import FrameWriter
+
+log = logging.getLogger("hub.server")
+
+SLOW_CONSUMER = 1013
+
+
+class Outbox:
+    """Ordered, byte-bounded frames for one client; see the module docstring."""
+
+    def __init__(self, writer: FrameWriter, limit: int, *, name: str = "client") -> None:
+        self._writer = writer
+        self._limit = limit
+        self._name = name
+        self._queue: deque[tuple[bytes, bool]] = deque()
+        self._queued_bytes = 0  # bounded (live) bytes in the queue
+        self._wakeup = anyio.Event()
+        self._closing: tuple[int, str] | None = None
+        self._done = False
+        self.frames_sent = 0
+        self.frames_direct = 0
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bounded (live) bytes waiting in the queue."""
+        return self._queued_bytes
+
+    @property
+    def closed(self) -> bool:
+        """Whether the outbox stopped accepting frames (closing or closed)."""
+        return self._closing is not None or self._done
+
+    def push(self, frame: bytes, *, bounded: bool = True) -> bool:
+        """Queue ``frame`` after everything pushed before; ``False`` once the outbox is closed.
+
+        A bounded push that takes the queue over the limit closes the client with 1013.
+        """
+        if self._closing is not None or self._done:
+            return False
+        if not self._queue and self._writer.try_write(frame):
+            self.frames_sent += 1
+            self.frames_direct += 1
+            return True
+        self._queue.append((frame, bounded))
+        if bounded:
+            self._queued_bytes += len(frame)
+            if self._queued_bytes > self._limit:
+                log.warning(
+                    "! %s: slow consumer, %d bytes queued over the bound of %d: closing with 1013",
+                    self._name,
+                    self._queued_bytes,
+                    self._limit,
+                )
+                self.close(SLOW_CONSUMER, "slow consumer: resume with your cursor")
+                return False
+        self._wakeup.set()
+        return True
+
+    def close(self, code: int, reason: str) -> None:
+        """Drop whatever is queued and close the client with ``code``; never waits."""
+        if self._closing is not None or self._done:
+            return
+        self._closing = (code, reason)
+        self._queue.clear()
+        self._queued_bytes = 0
+        if self._writer.close_now(code, reason):
+            self._done = True
+        self._wakeup.set()
+
+    def finish(self) -> None:
+        """Stop the writer task after the queued frames (the connection is going away)."""
+        self._done = True
+        self._wakeup.set()
+
+    async def run(self) -> None:
+        """The writer task: send queued frames in order until the outbox is closed."""
+        while True:
+            await self._wakeup.wait()
+            self._wakeup = anyio.Event()
+            while self._queue and self._closing is None:
+                frame, bounded = self._queue.popleft()
+                if bounded:
+                    self._queued_bytes -= len(frame)
+                if not self._writer.try_write(frame):
+                    await self._writer.send(frame)
+                self.frames_sent += 1
+            if self._closing is not None:
+                if not self._done:
+                    self._done = True
+                    code, reason = self._closing
+                    await self._writer.aclose(code, reason)
+                return
+            if self._done:
+                return

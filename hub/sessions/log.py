@@ -1,0 +1,115 @@
+"""A session's ordered event log: ``seq`` from 1 without holes, an ``epoch``, a bounded tail.
+
+Theory of operation
+-------------------
+Every update a session emits becomes an ``Event`` with the next ``seq``. The event keeps its
+wire frames, encoded once per protocol version at append time, so fan-out and cursor resumes
+reuse the same bytes for every client of that version. The log retains a tail of events bounded
+by count and by bytes; a cursor older than the tail cannot be served from it (the caller sends a
+``_hub_reset`` and a compacted replay instead). ``epoch`` names one continuous history: it
+changes only when a session's log is lost (a fresh log for a session id that existed before).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+EpochT = int
+
+
+def new_epoch() -> EpochT:
+    """A fresh epoch: milliseconds since the Unix epoch (unique enough across restarts)."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class Event:
+    """One entry of the log.
+
+    ``v2`` is the encoded ``session/update`` notification for v2 clients; ``v1`` the frames for
+    v1 clients (none, one or several: a v2 update may need several v1 updates, or none); all
+    frames of one event carry the event's ``seq``. ``hub`` marks the hub's own ``_hub_*``
+    events (v1 clients receive them only when they opted in). ``origin`` is the client id of
+    the connection that caused the event, when there is one (used to spare a v1 client the
+    echo of its own prompt).
+    """
+
+    seq: int
+    update: dict[str, Any]
+    v2: bytes
+    v1: tuple[bytes, ...]
+    hub: bool = False
+    origin: str | None = None
+    size: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.size = len(self.v2) + sum(len(f) for f in self.v1) + 64
+
+
+class EventLog:
+    """The retained tail of a session's events; see the module docstring."""
+
+    def __init__(self, *, max_events: int, max_bytes: int, epoch: EpochT | None = None) -> None:
+        self.epoch: EpochT = new_epoch() if epoch is None else epoch
+        self._max_events = max_events
+        self._max_bytes = max_bytes
+        self._events: list[Event] = []
+        self._head = 0  # index of the oldest retained event in _events
+        self._bytes = 0
+        self._last_seq = 0
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the newest event (0 before the first)."""
+        return self._last_seq
+
+    @property
+    def first_retained(self) -> int:
+        """The seq of the oldest retained event (``last_seq + 1`` when none is retained)."""
+        if self._head < len(self._events):
+            return self._events[self._head].seq
+        return self._last_seq + 1
+
+    @property
+    def retained(self) -> int:
+        return len(self._events) - self._head
+
+    @property
+    def retained_bytes(self) -> int:
+        return self._bytes
+
+    def next_seq(self) -> int:
+        """The seq the next appended event will get."""
+        return self._last_seq + 1
+
+    def append(self, event: Event) -> None:
+        """Append ``event``, whose seq must be ``next_seq()``, and trim the tail."""
+        if event.seq != self._last_seq + 1:
+            raise ValueError(f"seq {event.seq} appended after {self._last_seq}")
+        self._events.append(event)
+        self._last_seq = event.seq
+        self._bytes += event.size
+        self._trim()
+
+    def _trim(self) -> None:
+        while self.retained > 1 and (
+            self.retained > self._max_events or self._bytes > self._max_bytes
+        ):
+            self._bytes -= self._events[self._head].size
+            self._head += 1
+        if self._head > 1024 and self._head * 2 > len(self._events):
+            del self._events[: self._head]
+            self._head = 0
+
+    def covers(self, after: int) -> bool:
+        """Whether every event after ``after`` is still retained."""
+        return 0 <= after <= self._last_seq and after + 1 >= self.first_retained
+
+    def after(self, after: int) -> list[Event] | None:
+        """The events with ``seq > after`` in order; ``None`` when some are no longer retained."""
+        if not self.covers(after):
+            return None
+        start = self._head + (after + 1 - self.first_retained)
+        return self._events[start:]

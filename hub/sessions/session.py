@@ -1,0 +1,966 @@
+"""A live session: its ordered log, its folded state, the clients attached to it.
+
+Theory of operation
+-------------------
+Everything that happens in a session goes through ``emit``: the update is folded into the
+``SessionState`` (a malformed one is logged and dropped, never fanned out), appended to the
+``EventLog`` with the next ``seq``, encoded once per protocol version, and pushed to the outbox
+of every attached client. ``emit`` is synchronous: the agent's reader calls it through
+``on_update`` and it never waits for a client (a client that cannot keep up is closed by its
+own outbox).
+
+Attaching is synchronous too. In one step, without yielding to the event loop, the session
+encodes the replay the client asked for (nothing, the compacted state, or the log after a
+cursor), queues it and the response in the client's outbox, and adds the client to the fan-out
+set. Every later event is therefore queued after the response: no hole, no duplicate.
+
+Prompts, permission requests and elicitations are arbitrated here, by role and policy (see
+``docs/arbitration.md``); ``hub.sessions.arbiter`` holds the rules that do not need I/O.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import orjson
+
+from hub.agents.errors import AgentError
+from hub.protocol import jsonrpc
+from hub.protocol.compact import compact
+from hub.protocol.errors import (
+    FORBIDDEN,
+    NOT_LEASE_HOLDER,
+    QUEUE_FULL,
+    SESSION_BUSY,
+    InvalidParams,
+    ProtocolError,
+    RpcError,
+    forbidden,
+    hub_error,
+    internal_error,
+    invalid_params,
+)
+from hub.protocol.state import SessionState
+from hub.protocol.translate import (
+    ClientV1Renderer,
+    permission_outcome_for_agent,
+    permission_request_v2_to_v1,
+)
+from hub.sessions.client import ClientHandle
+from hub.sessions.log import Event, EventLog
+from hub.settings import Settings, role_rank
+
+if TYPE_CHECKING:
+    from hub.agents.agent import Agent
+
+log = logging.getLogger("hub.sessions")
+
+USER_MESSAGE_VARIANTS = frozenset({"user_message", "user_message_chunk"})
+
+
+class SessionFailure(Exception):
+    """A client operation on a session failed; ``error`` is the JSON-RPC answer."""
+
+    def __init__(self, error: RpcError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@dataclass(slots=True)
+class Attachment:
+    """One client attached to one session."""
+
+    client: ClientHandle
+    since: str
+    role: str
+    via_attach: bool = False
+    """Attached with ``session/attach`` (the multi-client proposal): gets its notices."""
+
+
+@dataclass(slots=True)
+class QueuedPrompt:
+    """A prompt waiting for the agent to become idle."""
+
+    queue_id: str
+    client: ClientHandle
+    blocks: list[Any]
+    queued_at: str
+    started: anyio.Event = field(default_factory=anyio.Event)
+    result: dict[str, Any] | None = None
+    error: RpcError | None = None
+    withdrawn: bool = False
+
+
+@dataclass(slots=True)
+class PendingPermission:
+    """An agent permission request being offered to the clients that may answer it."""
+
+    permission_id: str
+    params: dict[str, Any]
+    options: list[Any]
+    copies: dict[str, Any] = field(default_factory=dict)  # client id -> request id it got
+    done: anyio.Event = field(default_factory=anyio.Event)
+    outcome: dict[str, Any] | None = None
+    resolved_by: ClientHandle | None = None
+
+
+@dataclass(slots=True)
+class Turn:
+    """The prompt turn in progress: who started it, and who waits for its stop reason."""
+
+    client: ClientHandle | None
+    attributed: bool = False
+    ended: anyio.Event = field(default_factory=anyio.Event)
+    stop_reason: str | None = None
+    error: RpcError | None = None
+
+
+class Session:
+    """One shared session on one agent; see the module docstring."""
+
+    def __init__(
+        self,
+        session_id: str,
+        agent: Agent,
+        agent_session_id: str,
+        *,
+        cwd: str,
+        settings: Settings,
+        on_change: Callable[[Session], None] | None = None,
+    ) -> None:
+        self.id = session_id
+        self.agent = agent
+        self.agent_session_id = agent_session_id
+        self.cwd = cwd
+        self.settings = settings
+        self.created_at = now_iso()
+        self.state = SessionState()
+        self.log = EventLog(max_events=settings.retained_events, max_bytes=settings.retained_bytes)
+        self.v1 = ClientV1Renderer()
+        self.attached: dict[str, Attachment] = {}
+        self.prompt_policy: str = settings.prompt_policy
+        self.permission_policy: str = settings.permission_policy
+        self.queue: list[QueuedPrompt] = []
+        self.turn: Turn | None = None
+        self.permissions: dict[str, PendingPermission] = {}
+        self.elicitations: dict[str, ClientHandle] = {}
+        self.lease_holder: ClientHandle | None = None
+        self.lease_expires: float = 0.0
+        self.closed = False
+        self.lost = False
+        self._counter = 0
+        self._on_change = on_change
+        self._send_next: Callable[[], None] | None = None
+
+    # -- ids ---------------------------------------------------------------------------------
+
+    def _mint(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{prefix}-{self._counter}"
+
+    # -- the log and fan-out -----------------------------------------------------------------
+
+    def _frame(self, update: dict[str, Any], meta: dict[str, Any]) -> bytes:
+        return jsonrpc.notification(
+            "session/update",
+            {"sessionId": self.id, "update": update, "_meta": {"acp-hub": meta}},
+        )
+
+    def emit(self, update: dict[str, Any], *, origin: str | None = None) -> Event | None:
+        """Fold, log, encode once per version and fan out one update; see the module docs.
+
+        Returns the event, or ``None`` when the update was malformed (logged, dropped).
+        """
+        try:
+            self.state.apply(update)
+        except InvalidParams as exc:
+            log.warning(
+                "! %s: dropped a malformed update from %s: %s", self.id, self.agent.name, exc
+            )
+            return None
+        seq = self.log.next_seq()
+        meta = {"seq": seq, "epoch": self.log.epoch}
+        v2 = self._frame(update, meta)
+        try:
+            v1_updates = self.v1.update(update)
+        except ProtocolError as exc:
+            log.warning(
+                "! %s: no v1 rendering for %s: %s", self.id, update.get("sessionUpdate"), exc
+            )
+            v1_updates = []
+        v1 = tuple(self._frame(u, meta) for u in v1_updates)
+        variant = update.get("sessionUpdate")
+        event = Event(
+            seq,
+            update,
+            v2,
+            v1,
+            hub=isinstance(variant, str) and variant.startswith("_hub_"),
+            origin=origin if variant in USER_MESSAGE_VARIANTS else None,
+        )
+        self.log.append(event)
+        for attachment in tuple(self.attached.values()):
+            self._deliver(attachment.client, event)
+        return event
+
+    @staticmethod
+    def _deliver(client: ClientHandle, event: Event) -> None:
+        if client.version >= 2:
+            client.outbox.push(event.v2)
+            return
+        if event.hub and not client.hub_events:
+            return
+        if event.origin is not None and event.origin == client.client_id:
+            return  # a v1 client renders its own prompt itself
+        for frame in event.v1:
+            client.outbox.push(frame)
+
+    # -- attaching ---------------------------------------------------------------------------
+
+    def attach(
+        self,
+        client: ClientHandle,
+        *,
+        replay: str | None,
+        after: tuple[int, int] | None = None,
+        role: str | None = None,
+        via_attach: bool = False,
+    ) -> dict[str, Any]:
+        """Attach ``client`` and queue its catch-up in its outbox.
+
+        ``replay`` is ``None`` (live only), ``"start"`` (compacted replay) or ``"after"`` with
+        ``after = (epoch, seq)`` (the events after ``seq``, or a reset and the compacted replay
+        when the cursor cannot be served). Returns the cursor meta ``{"epoch", "seq"}``: the
+        client holds the state up to ``seq``. The caller must queue the response before
+        yielding to the event loop, so that it precedes every later event.
+        """
+        replay_frames: list[bytes]
+        if replay == "after" and after is not None:
+            epoch, seq = after
+            events = self.log.after(seq) if epoch == self.log.epoch else None
+            if events is None:
+                replay_frames = self._reset_frames(client, epoch, seq)
+            else:
+                replay_frames = self._event_frames(client, events)
+        elif replay in ("start", "after"):
+            replay_frames = self._replay_frames(client)
+        else:
+            replay_frames = []
+        cursor = {"epoch": self.log.epoch, "seq": self.log.last_seq}
+        for frame in replay_frames:
+            client.outbox.push(frame, bounded=False)
+        effective = role if role is not None else client.role
+        if role_rank(effective) > role_rank(client.role):
+            effective = client.role
+        previous = self.attached.get(client.client_id)
+        self.attached[client.client_id] = Attachment(client, now_iso(), effective, via_attach)
+        if previous is not None and previous.role == effective:
+            self.attached[client.client_id].since = previous.since
+        return cursor
+
+    def announce(self, client: ClientHandle) -> None:
+        """After the attach response was queued: tell everyone who joined, and offer the new
+        client the permission requests it may answer."""
+        if client.client_id not in self.attached:
+            return
+        self._presence_changed()
+        self._offer_pending(client)
+        self._changed()
+
+    def detach(self, client: ClientHandle, *, reason: str = "detached") -> None:
+        """Remove ``client``; its queued prompts are withdrawn, its permission copies too."""
+        attachment = self.attached.pop(client.client_id, None)
+        if attachment is None:
+            return
+        for pending in self.permissions.values():
+            request_id = pending.copies.pop(client.client_id, None)
+            if request_id is not None:
+                client.withdraw(request_id)
+        for entry in self.queue:
+            if entry.client.client_id == client.client_id and not entry.withdrawn:
+                self._withdraw(entry)
+        if self.lease_holder is not None and self.lease_holder.client_id == client.client_id:
+            self._set_lease(None)
+        self._presence_changed()
+        for other in self.attached.values():
+            if other.via_attach:
+                other.client.notify(
+                    "_hub/client_disconnected",
+                    {"sessionId": self.id, "clientId": client.client_id, "reason": reason},
+                )
+        self._changed()
+        self._check_unanswerable()
+
+    def _presence_changed(self) -> None:
+        clients = [
+            {
+                "clientId": a.client.client_id,
+                "name": a.client.name,
+                "role": a.role,
+                "since": a.since,
+                "protocolVersion": a.client.version,
+            }
+            for a in self.attached.values()
+        ]
+        self.emit({"sessionUpdate": "_hub_presence", "clients": clients})
+
+    def _pages(self, client: ClientHandle, frames: list[bytes]) -> list[bytes]:
+        """Group notification frames into v2 batch frames of bounded size."""
+        if client.version < 2 or len(frames) <= 1:
+            return frames
+        pages: list[bytes] = []
+        current: list[bytes] = []
+        size = 0
+        limit = self.settings.replay_page_bytes
+        for frame in frames:
+            if current and size + len(frame) > limit:
+                pages.append(b"[" + b",".join(current) + b"]")
+                current, size = [], 0
+            current.append(frame)
+            size += len(frame) + 1
+        if current:
+            pages.append(b"[" + b",".join(current) + b"]" if len(current) > 1 else current[0])
+        return pages
+
+    def _replay_updates_for(self, client: ClientHandle, updates: list[dict[str, Any]]) -> list[Any]:
+        if client.version >= 2:
+            return updates
+        rendered = self.v1.render_replay(updates)
+        if not client.hub_events:
+            rendered = [
+                u for u in rendered if not str(u.get("sessionUpdate", "")).startswith("_hub_")
+            ]
+        return rendered
+
+    def _replay_frames(self, client: ClientHandle) -> list[bytes]:
+        meta = {"epoch": self.log.epoch, "replay": True}
+        updates = self._replay_updates_for(client, compact(self.state))
+        return self._pages(client, [self._frame(u, meta) for u in updates])
+
+    def _reset_frames(self, client: ClientHandle, epoch: int, seq: int) -> list[bytes]:
+        reason = "epoch changed" if epoch != self.log.epoch else "cursor older than the log"
+        reset = {"sessionUpdate": "_hub_reset", "reason": reason, "epoch": self.log.epoch}
+        meta = {"epoch": self.log.epoch, "replay": True}
+        first: list[bytes] = []
+        if client.version >= 2 or client.hub_events:
+            first = [self._frame(reset, meta)]
+        log.info(
+            "= %s: %s resumes from %s/%s: %s, full replay",
+            self.id,
+            client.client_id,
+            epoch,
+            seq,
+            reason,
+        )
+        return self._pages(
+            client,
+            first
+            + [self._frame(u, meta) for u in self._replay_updates_for(client, compact(self.state))],
+        )
+
+    def _event_frames(self, client: ClientHandle, events: list[Event]) -> list[bytes]:
+        frames: list[bytes] = []
+        for event in events:
+            if client.version >= 2:
+                frames.append(event.v2)
+            elif not (event.hub and not client.hub_events) and event.origin != client.client_id:
+                frames.extend(event.v1)
+        return self._pages(client, frames)
+
+    # -- the agent's side (SessionSink) ------------------------------------------------------
+
+    def on_update(self, update: dict[str, Any]) -> None:
+        variant = update.get("sessionUpdate")
+        turn = self.turn
+        if (
+            turn is not None
+            and not turn.attributed
+            and variant in USER_MESSAGE_VARIANTS
+            and isinstance(update.get("messageId"), str)
+            and turn.client is not None
+        ):
+            turn.attributed = True
+            self.emit(
+                {
+                    "sessionUpdate": "_hub_prompt",
+                    "messageId": update["messageId"],
+                    "clientId": turn.client.client_id,
+                    "name": turn.client.name,
+                }
+            )
+            self.emit(update, origin=turn.client.client_id)
+            return
+        self.emit(update)
+        if variant == "state_update" and update.get("state") == "idle":
+            self._turn_ended(update.get("stopReason"), None)
+
+    def on_agent_event(self, event: dict[str, Any]) -> None:
+        status = event.get("status")
+        self.emit({"sessionUpdate": "_hub_agent", "agent": self.agent.name, **event})
+        if status in ("exited", "lost"):
+            if status == "lost":
+                self.lost = True
+            for pending in list(self.permissions.values()):
+                self._finish_permission(pending, None, "cancelled")
+            if self.turn is not None or self.state.foreground != "idle":
+                self.emit(
+                    {
+                        "sessionUpdate": "state_update",
+                        "state": "idle",
+                        "_meta": {"acp-hub": {"error": f"agent {status}"}},
+                    }
+                )
+                self._turn_ended(
+                    None,
+                    hub_error(-32042, f"Agent '{self.agent.name}' {status} during the turn", event),
+                )
+        self._changed()
+
+    def on_extension(self, method: str, params: dict[str, Any]) -> None:
+        for attachment in tuple(self.attached.values()):
+            attachment.client.notify(method, params)
+
+    # -- prompts -----------------------------------------------------------------------------
+
+    def may(self, client: ClientHandle, needed: str) -> bool:
+        attachment = self.attached.get(client.client_id)
+        role = attachment.role if attachment is not None else client.role
+        return role_rank(role) >= role_rank(needed)
+
+    def require(self, client: ClientHandle, needed: str, action: str) -> None:
+        """Raise ``SessionFailure`` (FORBIDDEN) unless ``client`` has at least ``needed``."""
+        if not self.may(client, needed):
+            attachment = self.attached.get(client.client_id)
+            have = attachment.role if attachment is not None else client.role
+            raise SessionFailure(forbidden(needed, have, action))
+
+    @property
+    def busy(self) -> bool:
+        return self.turn is not None or self.state.foreground not in ("idle",)
+
+    async def prompt(self, client: ClientHandle, blocks: list[Any]) -> dict[str, Any]:
+        """Arbitrate a prompt from ``client`` (see ``docs/arbitration.md``).
+
+        v2 clients get the result when the agent accepted the prompt; v1 clients when the turn
+        it started ended (``{"stopReason": ...}``).
+        """
+        self.require(client, "driver", "session/prompt")
+        if not isinstance(blocks, list) or not blocks:
+            raise SessionFailure(
+                invalid_params("prompt must be a non-empty array of content blocks")
+            )
+        if self.prompt_policy == "lease":
+            self._expire_lease()
+            holder = self.lease_holder
+            if holder is None or holder.client_id != client.client_id:
+                raise SessionFailure(
+                    hub_error(
+                        NOT_LEASE_HOLDER,
+                        "This session uses the lease policy and you do not hold the lease",
+                        {"holder": None if holder is None else holder.client_id},
+                    )
+                )
+            self.lease_expires = time.monotonic() + self.settings.lease_timeout
+        if self.busy or self.queue:
+            if self.prompt_policy == "reject":
+                raise SessionFailure(
+                    hub_error(
+                        SESSION_BUSY,
+                        "The agent is busy with another prompt; try again when it is idle",
+                    )
+                )
+            if self.prompt_policy == "queue":
+                return await self._queue_prompt(client, blocks)
+            if self.busy:
+                raise SessionFailure(
+                    hub_error(SESSION_BUSY, "The agent is busy with the previous turn")
+                )
+        return await self._start_turn(client, blocks)
+
+    async def _start_turn(self, client: ClientHandle, blocks: list[Any]) -> dict[str, Any]:
+        turn = Turn(client)
+        self.turn = turn
+        self._changed()
+        try:
+            ack = await self.agent.prompt(self.agent_session_id, blocks)
+        except AgentError as exc:
+            if self.turn is turn:
+                self.turn = None
+            self._changed()
+            self._pump_queue()
+            raise SessionFailure(exc.error) from exc
+        if ack.message_id is not None and not turn.attributed:
+            turn.attributed = True
+            self.emit(
+                {
+                    "sessionUpdate": "_hub_prompt",
+                    "messageId": ack.message_id,
+                    "clientId": client.client_id,
+                    "name": client.name,
+                }
+            )
+        if client.version >= 2:
+            meta: dict[str, Any] = {"queued": False}
+            if ack.message_id is not None:
+                meta["messageId"] = ack.message_id
+            return {"_meta": {"acp-hub": meta}}
+        await turn.ended.wait()
+        if turn.error is not None and turn.stop_reason is None:
+            raise SessionFailure(turn.error)
+        return {"stopReason": turn.stop_reason or "end_turn"}
+
+    def _turn_ended(self, stop_reason: Any, error: RpcError | None) -> None:
+        turn = self.turn
+        if turn is None:
+            return
+        if stop_reason is None and error is None:
+            return  # idle without a stop reason does not end a turn
+        turn.stop_reason = stop_reason if isinstance(stop_reason, str) else None
+        turn.error = error
+        turn.ended.set()
+        self.turn = None
+        for pending in list(self.permissions.values()):
+            self._finish_permission(pending, None, "cancelled")
+        self._changed()
+        self._pump_queue()
+
+    async def _queue_prompt(self, client: ClientHandle, blocks: list[Any]) -> dict[str, Any]:
+        mine = [e for e in self.queue if not e.withdrawn]
+        if len(mine) >= self.settings.max_queued_prompts:
+            raise SessionFailure(hub_error(QUEUE_FULL, "The prompt queue of this session is full"))
+        entry = QueuedPrompt(self._mint("q"), client, blocks, now_iso())
+        self.queue.append(entry)
+        self._queue_changed()
+        if client.version >= 2:
+            # Acknowledged on acceptance into the queue; the turn starts when the agent is idle.
+            self._pump_queue()
+            return {"_meta": {"acp-hub": {"queued": True, "queueId": entry.queue_id}}}
+        self._pump_queue()
+        await entry.started.wait()
+        if entry.error is not None:
+            raise SessionFailure(entry.error)
+        return entry.result or {"stopReason": "end_turn"}
+
+    def _queue_changed(self) -> None:
+        entries = [
+            {
+                "queueId": e.queue_id,
+                "clientId": e.client.client_id,
+                "name": e.client.name,
+                "preview": _preview(e.blocks),
+                "queuedAt": e.queued_at,
+            }
+            for e in self.queue
+            if not e.withdrawn
+        ]
+        self.emit({"sessionUpdate": "_hub_queue", "entries": entries})
+
+    def withdraw(self, client: ClientHandle, queue_id: str) -> None:
+        """Withdraw a queued prompt; only its sender (or an owner) may."""
+        for entry in self.queue:
+            if entry.queue_id == queue_id and not entry.withdrawn:
+                if entry.client.client_id != client.client_id and not self.may(client, "owner"):
+                    raise SessionFailure(
+                        forbidden(
+                            "owner",
+                            self.attached[client.client_id].role
+                            if client.client_id in self.attached
+                            else client.role,
+                            "withdrawing another client's prompt",
+                        )
+                    )
+                self._withdraw(entry)
+                return
+        raise SessionFailure(invalid_params(f"no queued prompt {queue_id!r}"))
+
+    def _withdraw(self, entry: QueuedPrompt) -> None:
+        entry.withdrawn = True
+        entry.error = hub_error(-32800, "The queued prompt was withdrawn")
+        entry.started.set()
+        self.queue = [e for e in self.queue if not e.withdrawn]
+        self._queue_changed()
+
+    def bind_runner(self, start_next: Callable[[], None]) -> None:
+        """Give the session a way to start the next queued prompt in a task of the hub."""
+        self._send_next = start_next
+
+    def _pump_queue(self) -> None:
+        if self.busy or not self.queue or self._send_next is None:
+            return
+        self._send_next()
+
+    async def run_next_queued(self) -> None:
+        """Start the head of the queue (called in a hub task by ``bind_runner``'s callback)."""
+        if self.busy or not self.queue:
+            return
+        entry = self.queue.pop(0)
+        self._queue_changed()
+        if entry.withdrawn:
+            return
+        try:
+            result = await self._start_turn(entry.client, entry.blocks)
+        except SessionFailure as exc:
+            entry.error = exc.error
+        else:
+            entry.result = result
+        entry.started.set()
+
+    async def cancel(self, client: ClientHandle) -> None:
+        """Cancel the turn in progress: forwarded once; pending permissions resolve cancelled."""
+        self.require(client, "driver", "session/cancel")
+        for pending in list(self.permissions.values()):
+            self._finish_permission(pending, None, "cancelled")
+        if self.turn is None and self.state.foreground == "idle":
+            return
+        await self.agent.cancel(self.agent_session_id)
+
+    # -- leases and policies -----------------------------------------------------------------
+
+    def _expire_lease(self) -> None:
+        if self.lease_holder is not None and time.monotonic() > self.lease_expires:
+            self._set_lease(None)
+
+    def _set_lease(self, holder: ClientHandle | None) -> None:
+        self.lease_holder = holder
+        self.lease_expires = time.monotonic() + self.settings.lease_timeout
+        payload: dict[str, Any] = {"sessionUpdate": "_hub_lease", "holder": None}
+        if holder is not None:
+            payload["holder"] = {"clientId": holder.client_id, "name": holder.name}
+            payload["expiresAt"] = time.strftime(
+                "%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + self.settings.lease_timeout)
+            )
+        self.emit(payload)
+
+    def lease(self, client: ClientHandle, action: str, target: str | None = None) -> dict[str, Any]:
+        """``request`` / ``release`` the prompt lease, or ``grant`` it (owner) to ``target``."""
+        self._expire_lease()
+        if action == "request":
+            self.require(client, "driver", "_hub/lease/request")
+            if self.lease_holder is not None and self.lease_holder.client_id != client.client_id:
+                raise SessionFailure(
+                    hub_error(
+                        NOT_LEASE_HOLDER,
+                        "Another client holds the lease",
+                        {"holder": self.lease_holder.client_id},
+                    )
+                )
+            self._set_lease(client)
+        elif action == "release":
+            if self.lease_holder is not None and (
+                self.lease_holder.client_id == client.client_id or self.may(client, "owner")
+            ):
+                self._set_lease(None)
+        elif action == "grant":
+            self.require(client, "owner", "_hub/lease/grant")
+            if target is None:
+                self._set_lease(None)
+            else:
+                attachment = self.attached.get(target)
+                if attachment is None:
+                    raise SessionFailure(invalid_params(f"client {target!r} is not attached"))
+                if role_rank(attachment.role) < role_rank("driver"):
+                    raise SessionFailure(forbidden("driver", attachment.role, "holding the lease"))
+                self._set_lease(attachment.client)
+        else:
+            raise SessionFailure(invalid_params(f"unknown lease action {action!r}"))
+        holder = self.lease_holder
+        return {"holder": None if holder is None else holder.client_id}
+
+    def set_policy(self, client: ClientHandle, prompt: Any, permission: Any) -> dict[str, Any]:
+        """Change the session's policies (owner only)."""
+        self.require(client, "owner", "_hub/set_policy")
+        if prompt is not None:
+            if prompt not in ("queue", "reject", "lease"):
+                raise SessionFailure(invalid_params("prompt policy must be queue, reject or lease"))
+            self.prompt_policy = prompt
+        if permission is not None:
+            if permission not in ("first", "owner", "lease"):
+                raise SessionFailure(
+                    invalid_params("permission policy must be first, owner or lease")
+                )
+            self.permission_policy = permission
+        self.emit(
+            {
+                "sessionUpdate": "_hub_policy",
+                "prompt": self.prompt_policy,
+                "permission": self.permission_policy,
+            }
+        )
+        return {"prompt": self.prompt_policy, "permission": self.permission_policy}
+
+    # -- permission requests -----------------------------------------------------------------
+
+    def _eligible(self, attachment: Attachment) -> bool:
+        role = attachment.role
+        if self.permission_policy == "owner":
+            return role_rank(role) >= role_rank("owner")
+        if self.permission_policy == "lease":
+            holder = self.lease_holder
+            return role_rank(role) >= role_rank("owner") or (
+                holder is not None and holder.client_id == attachment.client.client_id
+            )
+        return role_rank(role) >= role_rank("approver")
+
+    async def on_permission(self, params: dict[str, Any]) -> dict[str, Any]:
+        options = params.get("options")
+        if not isinstance(options, list) or not options:
+            raise InvalidParams("session/request_permission needs a non-empty options array")
+        permission_id = self._mint("perm")
+        request = {k: v for k, v in params.items() if k != "sessionId"}
+        pending = PendingPermission(permission_id, request, options)
+        self.permissions[permission_id] = pending
+        self.emit(
+            {
+                "sessionUpdate": "_hub_permission",
+                "permissionId": permission_id,
+                "status": "pending",
+                "request": request,
+            }
+        )
+        for attachment in tuple(self.attached.values()):
+            if self._eligible(attachment):
+                self._offer(pending, attachment.client)
+        self._changed()
+        self._check_unanswerable()
+        try:
+            with anyio.move_on_after(self.settings.permission_timeout) as scope:
+                await pending.done.wait()
+            if scope.cancelled_caught:
+                self._finish_permission(pending, None, "timed_out")
+        finally:
+            if not pending.done.is_set():
+                # Cancelled by the agent ($/cancel_request) or because it died.
+                self._finish_permission(pending, None, "cancelled")
+        return pending.outcome or {"outcome": "cancelled"}
+
+    def _offer_pending(self, client: ClientHandle) -> None:
+        attachment = self.attached.get(client.client_id)
+        if attachment is None:
+            return
+        for pending in self.permissions.values():
+            if client.client_id not in pending.copies and self._eligible(attachment):
+                self._offer(pending, client)
+
+    def _offer(self, pending: PendingPermission, client: ClientHandle) -> None:
+        params = {"sessionId": self.id, **pending.params}
+        if client.version < 2:
+            try:
+                params = {"sessionId": self.id, **permission_request_v2_to_v1(pending.params)}
+            except ProtocolError as exc:
+                log.warning("! %s: permission request not representable for v1: %s", self.id, exc)
+                return
+
+        def on_reply(result: Any, error: RpcError | None) -> None:
+            self._answer(pending, client, result, error)
+
+        pending.copies[client.client_id] = client.request(
+            "session/request_permission", params, on_reply
+        )
+
+    def _answer(
+        self, pending: PendingPermission, client: ClientHandle, result: Any, error: RpcError | None
+    ) -> None:
+        if pending.done.is_set():
+            return
+        request_id = pending.copies.pop(client.client_id, None)
+        if error is not None:
+            # The client declined to answer (or went away): its copy is gone, others remain.
+            self._check_unanswerable()
+            return
+        attachment = self.attached.get(client.client_id)
+        if attachment is None or not self._eligible(attachment):
+            self._refuse(
+                client,
+                request_id,
+                forbidden("approver", client.role, "answering a permission request"),
+            )
+            return
+        try:
+            outcome = permission_outcome_for_agent(
+                result.get("outcome") if isinstance(result, dict) else None, pending.options
+            )
+        except ProtocolError as exc:
+            self._refuse(client, request_id, invalid_params(f"refused answer: {exc}"))
+            log.warning(
+                "! %s: refused a malformed permission answer from %s: %s",
+                self.id,
+                client.client_id,
+                exc,
+            )
+            self._check_unanswerable()
+            return
+        self._finish_permission(pending, client, "resolved", outcome)
+
+    def _refuse(self, client: ClientHandle, request_id: Any, error: RpcError) -> None:
+        client.notify(
+            "_hub/answer_refused",
+            {"sessionId": self.id, "requestId": request_id, "error": error.to_dict()},
+        )
+
+    def _check_unanswerable(self) -> None:
+        """Resolve ``cancelled`` the pending requests nobody attached may answer any more."""
+        for pending in list(self.permissions.values()):
+            if pending.copies:
+                continue
+            if any(self._eligible(a) for a in self.attached.values()):
+                # Eligible clients exist but have no copy (e.g. refused answers): offer again.
+                for attachment in tuple(self.attached.values()):
+                    if self._eligible(attachment):
+                        self._offer(pending, attachment.client)
+                if pending.copies:
+                    continue
+            self._finish_permission(pending, None, "cancelled")
+
+    def _finish_permission(
+        self,
+        pending: PendingPermission,
+        by: ClientHandle | None,
+        status: str,
+        outcome: dict[str, Any] | None = None,
+    ) -> None:
+        if pending.done.is_set():
+            return
+        pending.outcome = outcome if outcome is not None else {"outcome": "cancelled"}
+        pending.resolved_by = by
+        pending.done.set()
+        self.permissions.pop(pending.permission_id, None)
+        for client_id, request_id in list(pending.copies.items()):
+            attachment = self.attached.get(client_id)
+            if attachment is not None:
+                attachment.client.withdraw(request_id)
+        pending.copies.clear()
+        record: dict[str, Any] = {
+            "sessionUpdate": "_hub_permission",
+            "permissionId": pending.permission_id,
+            "status": status,
+            "outcome": pending.outcome,
+        }
+        if by is not None:
+            record["resolvedBy"] = {"clientId": by.client_id, "name": by.name}
+        self.emit(record)
+        for attachment in self.attached.values():
+            if attachment.via_attach:
+                attachment.client.notify(
+                    "_hub/permission_resolved",
+                    {
+                        "sessionId": self.id,
+                        "permissionId": pending.permission_id,
+                        "status": status,
+                        "outcome": pending.outcome,
+                        "resolvedBy": record.get("resolvedBy"),
+                    },
+                )
+        self._changed()
+
+    # -- elicitation -------------------------------------------------------------------------
+
+    async def on_elicitation(self, params: dict[str, Any]) -> dict[str, Any]:
+        target = self._elicitation_target()
+        if target is None:
+            return {"action": "cancel"}
+        done = anyio.Event()
+        answer: dict[str, Any] = {"action": "cancel"}
+
+        def on_reply(result: Any, error: RpcError | None) -> None:
+            if (
+                error is None
+                and isinstance(result, dict)
+                and result.get("action") in ("accept", "decline", "cancel")
+            ):
+                answer.clear()
+                answer.update(result)
+            done.set()
+
+        elicitation_id = params.get("elicitationId")
+        if isinstance(elicitation_id, str):
+            self.elicitations[elicitation_id] = target
+        request_id = target.request(
+            "elicitation/create", {**params, "sessionId": self.id}, on_reply
+        )
+        try:
+            await done.wait()
+        finally:
+            if not done.is_set():
+                target.withdraw(request_id)
+        return answer
+
+    def _elicitation_target(self) -> ClientHandle | None:
+        turn = self.turn
+        if (
+            turn is not None
+            and turn.client is not None
+            and turn.client.client_id in self.attached
+            and self.may(turn.client, "driver")
+        ):
+            return turn.client
+        for attachment in self.attached.values():
+            if role_rank(attachment.role) >= role_rank("driver"):
+                return attachment.client
+        return None
+
+    def on_elicitation_complete(self, params: dict[str, Any]) -> None:
+        elicitation_id = params.get("elicitationId")
+        target = (
+            self.elicitations.pop(elicitation_id, None) if isinstance(elicitation_id, str) else None
+        )
+        if target is not None and target.client_id in self.attached:
+            target.notify("elicitation/complete", params)
+
+    # -- views -------------------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change(self)
+
+    def summary(self) -> dict[str, Any]:
+        """The ``_meta["acp-hub"]`` of this session in ``session/list``."""
+        return {
+            "agent": self.agent.name,
+            "agentSessionId": self.agent_session_id,
+            "state": "lost" if self.lost else self.state.foreground,
+            "stopReason": self.state.stop_reason,
+            "clients": [
+                {"clientId": a.client.client_id, "name": a.client.name, "role": a.role}
+                for a in self.attached.values()
+            ],
+            "pendingPermissions": len(self.permissions),
+            "queued": len(self.queue),
+            "seq": self.log.last_seq,
+            "epoch": self.log.epoch,
+            "promptPolicy": self.prompt_policy,
+            "permissionPolicy": self.permission_policy,
+        }
+
+
+def _preview(blocks: list[Any], limit: int = 120) -> str:
+    for block in blocks:
+        if (
+            isinstance(block, dict)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        ):
+            text: str = block["text"]
+            return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+    return "(non-text prompt)"
+
+
+def encode_json(value: Any) -> bytes:
+    return orjson.dumps(value)
+
+
+__all__ = [
+    "FORBIDDEN",
+    "Attachment",
+    "Session",
+    "SessionFailure",
+    "internal_error",
+]

@@ -1,0 +1,108 @@
+"""The hub's settings: one frozen value built from defaults, the config file and the CLI.
+
+Every limit the hub enforces lives here with its default; ``docs/configuration.md`` lists
+them. The config file's ``[hub]`` table uses the same names as the fields below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
+
+Role = Literal["viewer", "approver", "driver", "owner"]
+PromptPolicy = Literal["queue", "reject", "lease"]
+PermissionPolicy = Literal["first", "owner", "lease"]
+
+ROLES: tuple[Role, ...] = ("viewer", "approver", "driver", "owner")
+PROMPT_POLICIES: tuple[PromptPolicy, ...] = ("queue", "reject", "lease")
+PERMISSION_POLICIES: tuple[PermissionPolicy, ...] = ("first", "owner", "lease")
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything the hub can be told. Frozen: build a new one with :meth:`merged`."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    default_role: Role = "owner"
+    """The role of a connection that presents no credential (loopback development default)."""
+
+    # Fan-out and connections.
+    outbox_bytes: int = 4 * MIB
+    """A client whose queued, unsent bytes pass this bound is closed with 1013."""
+    max_frame_bytes: int = 16 * MIB
+    """Largest WebSocket frame a client may send (larger: close 1009)."""
+    ping_interval: float = 20.0
+    ping_timeout: float = 20.0
+    replay_page_bytes: int = 256 * 1024
+    """Replay is sent in frames (v2 batches) of at most about this many bytes."""
+
+    # The session log.
+    retained_events: int = 50_000
+    retained_bytes: int = 64 * MIB
+    """The log keeps a tail of at most this many events and bytes for cursor resumes."""
+
+    # Agents.
+    max_line_bytes: int = 32 * MIB
+    """Longest line an agent may write on stdout."""
+    stderr_lines: int = 500
+
+    # Arbitration.
+    prompt_policy: PromptPolicy = "queue"
+    permission_policy: PermissionPolicy = "first"
+    permission_timeout: float = 600.0
+    """A permission request nobody answers within this many seconds resolves ``cancelled``."""
+    lease_timeout: float = 300.0
+    """A prompt lease expires after this many seconds without activity from its holder."""
+    max_queued_prompts: int = 32
+
+    # Web.
+    embed_origins: tuple[str, ...] = ()
+    """Origins allowed to embed ``/embed/{session}`` in a frame."""
+
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def merged(self, values: Mapping[str, Any]) -> Settings:
+        """A copy with ``values`` applied; unknown keys raise ``ValueError`` naming them."""
+        known = {f.name: f for f in fields(self)}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ValueError(f"unknown hub setting(s): {', '.join(unknown)}")
+        clean: dict[str, Any] = {}
+        for key, value in values.items():
+            current = getattr(self, key)
+            if isinstance(current, tuple) and isinstance(value, list):
+                value = tuple(value)
+            if isinstance(current, float) and isinstance(value, int):
+                value = float(value)
+            if not isinstance(value, type(current)) and not (
+                key == "extra" and isinstance(value, Mapping)
+            ):
+                raise ValueError(f"hub setting {key!r} must be {type(current).__name__}")
+            clean[key] = value
+        result = replace(self, **clean)
+        result.validate()
+        return result
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` for settings that cannot work together."""
+        if self.default_role not in ROLES:
+            raise ValueError(f"default_role must be one of {ROLES}")
+        if self.prompt_policy not in PROMPT_POLICIES:
+            raise ValueError(f"prompt_policy must be one of {PROMPT_POLICIES}")
+        if self.permission_policy not in PERMISSION_POLICIES:
+            raise ValueError(f"permission_policy must be one of {PERMISSION_POLICIES}")
+        for name in ("outbox_bytes", "max_frame_bytes", "retained_events", "max_line_bytes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+
+
+def role_rank(role: str) -> int:
+    """The position of ``role`` in ``viewer < approver < driver < owner`` (-1 if unknown)."""
+    try:
+        return ROLES.index(role)  # type: ignore[arg-type,unused-ignore]
+    except ValueError:
+        return -1
