@@ -12,6 +12,7 @@ Public strategies: ``v2_updates()``, ``hub_updates()``, ``updates()``, ``update_
 from __future__ import annotations
 
 import base64
+import functools
 import itertools
 import json
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from tests.support import require_shared
 Update = dict[str, Any]
 
 
+@functools.cache
 def v2_schema() -> dict[str, Any]:
     """The v2 JSON schema (skips, or fails in CI, when ``../shared`` is absent)."""
     path = require_shared("acp-spec", "schema", "v2", "schema.json")
@@ -32,6 +34,7 @@ def v2_schema() -> dict[str, Any]:
     return schema
 
 
+@functools.cache
 def session_update_validator() -> Draft202012Validator:
     """A validator for one v2 ``update`` object (``#/$defs/SessionUpdate``).
 
@@ -345,10 +348,14 @@ unknown_updates = st.builds(
 
 def v2_updates() -> st.SearchStrategy[Update]:
     """One valid v2 update of any variant (single terminal chunks included)."""
+    # Repeats weight the choice: conversations are mostly messages and tool calls.
     return st.one_of(
         message_chunks(),
         message_chunks(),
+        message_chunks(),
         message_updates(),
+        message_updates(),
+        tool_call_updates(),
         tool_call_updates(),
         tool_call_content_chunks(),
         terminal_updates(),
@@ -455,9 +462,16 @@ def hub_updates(*, reset: bool = True) -> st.SearchStrategy[Update]:
     return st.one_of(*choices)
 
 
-def updates() -> st.SearchStrategy[Update]:
-    """One valid update: v2 or hub."""
-    return st.one_of(v2_updates(), v2_updates(), hub_updates())
+@st.composite
+def updates(draw: st.DrawFn) -> Update:
+    """One valid update: mostly v2, some hub variants, rarely a ``_hub_reset`` (which wipes
+    everything before it, so it must not dominate a stream)."""
+    roll = draw(st.integers(min_value=0, max_value=49))
+    if roll == 0:
+        return {"sessionUpdate": "_hub_reset", "reason": "test", "epoch": 1}
+    if roll < 12:
+        return draw(hub_updates(reset=False))
+    return draw(v2_updates())
 
 
 def _flatten(groups: list[list[Update]]) -> list[Update]:
@@ -465,9 +479,13 @@ def _flatten(groups: list[list[Update]]) -> list[Update]:
 
 
 def update_streams(
-    max_size: int = 40, single: Callable[[], st.SearchStrategy[Update]] = updates
+    max_size: int = 40,
+    single: Callable[[], st.SearchStrategy[Update]] = updates,
+    min_size: int = 0,
 ) -> st.SearchStrategy[list[Update]]:
-    """A valid stream: single updates mixed with runs of chunked terminal output."""
+    """A valid stream: single updates mixed with runs of chunked terminal output
+    (``min_size``/``max_size`` count single updates and runs alike)."""
+    one = single().map(lambda u: [u])
     return st.lists(
-        st.one_of(single().map(lambda u: [u]), chunked_terminal_outputs()), max_size=max_size
+        st.one_of(one, one, one, chunked_terminal_outputs()), min_size=min_size, max_size=max_size
     ).map(_flatten)
