@@ -950,7 +950,8 @@ class ClientV1Renderer:
     session in order to ``update`` and send the returned v1 ``update`` objects (often
     one, possibly none, sometimes several) to every v1 client. The losses are listed in
     the module docstring. Malformed known variants raise ``InvalidParams``; the state is
-    then unchanged.
+    then unchanged. Outputs may share nested objects with the inputs, and the renderer
+    keeps references to tool-call content: treat both as immutable.
     """
 
     def __init__(self, *, max_terminal_bytes: int = DEFAULT_MAX_TERMINAL_BYTES) -> None:
