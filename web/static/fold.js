@@ -1,0 +1,403 @@
+// @ts-check
+/**
+ * The session model: folds ACP v2 `session/update` objects and the hub's `_hub_*` variants
+ * into plain state, and records which parts changed so the view can redraw only those.
+ *
+ * Patch semantics (ACP v2): an omitted field is unchanged, `null` clears, a value replaces;
+ * arrays replace wholesale; chunks append; snapshots (terminal output, plans, config options,
+ * commands, usage, state) replace. The first sight of an id creates the entity.
+ *
+ * Dirty keys: `m:<messageId>`, `t:<toolCallId>`, `term:<terminalId>`, `plan:<planId>`,
+ * `perm:<permissionId>` for timeline entities, and the panel names `state`, `presence`,
+ * `queue`, `config`, `usage`, `info`, `agent`, `lease`, `policy`, `commands`, `closed`.
+ * `timeline` means entries were appended; `reset` means everything must be redrawn.
+ */
+
+/**
+ * @typedef {{type: string, text?: string, [key: string]: any}} ContentBlock
+ * @typedef {{id: string, role: 'user' | 'agent' | 'thought', blocks: ContentBlock[]}} Message
+ * @typedef {{toolCallId: string, title?: string, kind?: string, status?: string,
+ *   content?: any[], locations?: any[], rawInput?: unknown, rawOutput?: unknown,
+ *   [key: string]: any}} ToolCall
+ * @typedef {{terminalId: string, command?: string, cwd?: string, chunks: Uint8Array[],
+ *   size: number, exitStatus?: {exitCode?: number | null, signal?: string | null} | null}} Terminal
+ * @typedef {{planId: string, type: string, entries: any[], raw: any}} Plan
+ * @typedef {{permissionId: string, status: string, request?: any, resolvedBy?: any,
+ *   outcome?: any, [key: string]: any}} PermissionRecord
+ * @typedef {{kind: 'message' | 'tool' | 'terminal' | 'plan' | 'permission', id: string,
+ *   key: string}} TimelineEntry
+ */
+
+const MESSAGE_ROLES = /** @type {const} */ ({
+  user_message: 'user',
+  user_message_chunk: 'user',
+  agent_message: 'agent',
+  agent_message_chunk: 'agent',
+  agent_thought: 'thought',
+  agent_thought_chunk: 'thought',
+});
+
+/**
+ * Decode standard base64 into bytes (atob is fine: the alphabet is checked by it).
+ * @param {string} data
+ * @returns {Uint8Array}
+ */
+export function decodeBase64(data) {
+  let binary;
+  try {
+    binary = atob(data);
+  } catch {
+    return new Uint8Array(0);
+  }
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+
+/**
+ * Apply a patch object onto a target: skip `skip` keys, delete on null, replace otherwise.
+ * @param {Record<string, any>} target
+ * @param {Record<string, any>} patch
+ * @param {Set<string>} skip
+ */
+function patchInto(target, patch, skip) {
+  for (const [key, value] of Object.entries(patch)) {
+    if (skip.has(key)) continue;
+    if (value === null) delete target[key];
+    else target[key] = value;
+  }
+}
+
+const TOOL_SKIP = new Set(['sessionUpdate', 'toolCallId']);
+
+export class SessionModel {
+  constructor() {
+    /** @type {Set<string>} */
+    this.dirty = new Set();
+    this.clear();
+  }
+
+  /** Forget everything (a `_hub_reset`, or a fresh start). */
+  clear() {
+    /** @type {TimelineEntry[]} */
+    this.timeline = [];
+    /** @type {Map<string, Message>} */
+    this.messages = new Map();
+    /** @type {Map<string, ToolCall>} */
+    this.tools = new Map();
+    /** @type {Map<string, Terminal>} */
+    this.terminals = new Map();
+    /** @type {Map<string, Plan>} */
+    this.plans = new Map();
+    /** @type {Map<string, PermissionRecord>} */
+    this.permissions = new Map();
+    /** @type {Map<string, {clientId?: string, name?: string}>} sender of each user message */
+    this.prompts = new Map();
+    /** @type {Set<string>} terminals shown inside a tool call */
+    this.terminalRefs = new Set();
+    /** @type {any[]} */
+    this.configOptions = [];
+    /** @type {any[]} */
+    this.commands = [];
+    /** @type {{title?: string | null, updatedAt?: string | null}} */
+    this.info = {};
+    /** @type {any} */
+    this.usage = null;
+    /** @type {{state: string, stopReason?: string | null} | null} */
+    this.fg = null;
+    /** @type {any[]} */
+    this.presence = [];
+    /** @type {any[]} */
+    this.queue = [];
+    /** @type {any} */
+    this.agent = null;
+    /** @type {any} */
+    this.lease = null;
+    /** @type {any} */
+    this.policy = null;
+    /** @type {any} */
+    this.closed = null;
+    /** @type {Map<string, any>} latest update of each variant this model does not know */
+    this.other = new Map();
+    this.updateCount = 0;
+    this.dirty.clear();
+    this.dirty.add('reset');
+  }
+
+  /**
+   * @param {TimelineEntry['kind']} kind
+   * @param {string} id
+   * @param {string} key
+   */
+  addEntry(kind, id, key) {
+    this.timeline.push({ kind, id, key });
+    this.dirty.add('timeline');
+  }
+
+  /**
+   * Fold one update object (the value of `params.update`).
+   * @param {any} update
+   */
+  apply(update) {
+    if (!update || typeof update !== 'object' || typeof update.sessionUpdate !== 'string') return;
+    this.updateCount += 1;
+    const kind = update.sessionUpdate;
+    switch (kind) {
+      case 'user_message_chunk':
+      case 'agent_message_chunk':
+      case 'agent_thought_chunk':
+        this.chunk(MESSAGE_ROLES[kind], update);
+        break;
+      case 'user_message':
+      case 'agent_message':
+      case 'agent_thought':
+        this.upsertMessage(MESSAGE_ROLES[kind], update);
+        break;
+      case 'tool_call_update':
+        this.upsertTool(update);
+        break;
+      case 'tool_call_content_chunk': {
+        const tool = this.tool(String(update.toolCallId));
+        if (update.content) {
+          tool.content = [...(tool.content ?? []), update.content];
+          this.noteTerminalRef(update.content);
+        }
+        this.dirty.add(`t:${tool.toolCallId}`);
+        break;
+      }
+      case 'terminal_update':
+        this.upsertTerminal(update);
+        break;
+      case 'terminal_output_chunk': {
+        const terminal = this.terminal(String(update.terminalId));
+        if (typeof update.data === 'string') {
+          const bytes = decodeBase64(update.data);
+          terminal.chunks.push(bytes);
+          terminal.size += bytes.length;
+        }
+        this.dirty.add(`term:${terminal.terminalId}`);
+        break;
+      }
+      case 'plan_update': {
+        const plan = update.plan ?? {};
+        const planId = String(plan.planId ?? '');
+        if (!this.plans.has(planId)) this.addEntry('plan', planId, `plan:${planId}`);
+        this.plans.set(planId, {
+          planId,
+          type: String(plan.type ?? ''),
+          entries: Array.isArray(plan.entries) ? plan.entries : [],
+          raw: plan,
+        });
+        this.dirty.add(`plan:${planId}`);
+        break;
+      }
+      case 'available_commands_update':
+        this.commands = Array.isArray(update.availableCommands) ? update.availableCommands : [];
+        this.dirty.add('commands');
+        break;
+      case 'config_option_update':
+        this.setConfigOptions(update.configOptions);
+        break;
+      case 'session_info_update':
+        patchInto(this.info, update, new Set(['sessionUpdate']));
+        this.dirty.add('info');
+        break;
+      case 'usage_update':
+        this.usage = update;
+        this.dirty.add('usage');
+        break;
+      case 'state_update':
+        this.fg = { state: String(update.state), stopReason: update.stopReason ?? null };
+        this.dirty.add('state');
+        break;
+      case '_hub_presence':
+        this.presence = Array.isArray(update.clients) ? update.clients : [];
+        this.dirty.add('presence');
+        break;
+      case '_hub_queue':
+        this.queue = Array.isArray(update.entries) ? update.entries : [];
+        this.dirty.add('queue');
+        break;
+      case '_hub_prompt': {
+        const messageId = String(update.messageId);
+        this.prompts.set(messageId, { clientId: update.clientId, name: update.name });
+        this.dirty.add(`m:${messageId}`);
+        break;
+      }
+      case '_hub_permission': {
+        const permissionId = String(update.permissionId);
+        let record = this.permissions.get(permissionId);
+        if (!record) {
+          record = { permissionId, status: 'pending' };
+          this.permissions.set(permissionId, record);
+          this.addEntry('permission', permissionId, `perm:${permissionId}`);
+        }
+        patchInto(record, update, new Set(['sessionUpdate', 'permissionId']));
+        this.dirty.add(`perm:${permissionId}`);
+        this.dirty.add('permissions');
+        break;
+      }
+      case '_hub_agent':
+        this.agent = update;
+        this.dirty.add('agent');
+        break;
+      case '_hub_lease':
+        this.lease = update;
+        this.dirty.add('lease');
+        break;
+      case '_hub_policy':
+        this.policy = update;
+        this.dirty.add('policy');
+        break;
+      case '_hub_closed':
+        this.closed = update;
+        this.dirty.add('closed');
+        break;
+      case '_hub_reset':
+        this.clear();
+        break;
+      default:
+        this.other.set(kind, update);
+        this.dirty.add('other');
+        console.debug('acp-hub: unknown session update', kind);
+    }
+  }
+
+  /**
+   * @param {Message['role']} role
+   * @param {string} id
+   * @returns {Message}
+   */
+  message(role, id) {
+    let message = this.messages.get(id);
+    if (!message) {
+      message = { id, role, blocks: [] };
+      this.messages.set(id, message);
+      this.addEntry('message', id, `m:${id}`);
+    }
+    return message;
+  }
+
+  /**
+   * @param {Message['role']} role
+   * @param {any} update
+   */
+  chunk(role, update) {
+    const message = this.message(role, String(update.messageId ?? ''));
+    const block = update.content;
+    if (block && typeof block === 'object') {
+      const last = message.blocks[message.blocks.length - 1];
+      if (block.type === 'text' && last && last.type === 'text') {
+        last.text = (last.text ?? '') + String(block.text ?? '');
+      } else if (block.type === 'text') {
+        // A private copy: later chunks extend it in place.
+        message.blocks.push({ type: 'text', text: String(block.text ?? '') });
+      } else {
+        message.blocks.push(block);
+      }
+    }
+    this.dirty.add(`m:${message.id}`);
+  }
+
+  /**
+   * @param {Message['role']} role
+   * @param {any} update
+   */
+  upsertMessage(role, update) {
+    const message = this.message(role, String(update.messageId ?? ''));
+    if (update.content === null) message.blocks = [];
+    else if (Array.isArray(update.content)) {
+      // Copies: later chunks extend the last text block in place.
+      message.blocks = update.content.map((/** @type {any} */ b) => ({ ...b }));
+    }
+    this.dirty.add(`m:${message.id}`);
+  }
+
+  /**
+   * @param {string} id
+   * @returns {ToolCall}
+   */
+  tool(id) {
+    let tool = this.tools.get(id);
+    if (!tool) {
+      tool = { toolCallId: id };
+      this.tools.set(id, tool);
+      this.addEntry('tool', id, `t:${id}`);
+    }
+    return tool;
+  }
+
+  /** @param {any} update */
+  upsertTool(update) {
+    const tool = this.tool(String(update.toolCallId));
+    patchInto(tool, update, TOOL_SKIP);
+    if (Array.isArray(tool.content)) for (const item of tool.content) this.noteTerminalRef(item);
+    this.dirty.add(`t:${tool.toolCallId}`);
+  }
+
+  /** @param {any} item */
+  noteTerminalRef(item) {
+    if (item && item.type === 'terminal' && typeof item.terminalId === 'string') {
+      if (!this.terminalRefs.has(item.terminalId)) {
+        this.terminalRefs.add(item.terminalId);
+        this.dirty.add(`term:${item.terminalId}`);
+      }
+    }
+  }
+
+  /**
+   * @param {string} id
+   * @returns {Terminal}
+   */
+  terminal(id) {
+    let terminal = this.terminals.get(id);
+    if (!terminal) {
+      terminal = { terminalId: id, chunks: [], size: 0 };
+      this.terminals.set(id, terminal);
+      this.addEntry('terminal', id, `term:${id}`);
+    }
+    return terminal;
+  }
+
+  /** @param {any} update */
+  upsertTerminal(update) {
+    const terminal = this.terminal(String(update.terminalId));
+    for (const key of ['command', 'cwd', 'exitStatus']) {
+      if (!(key in update)) continue;
+      if (update[key] === null) delete /** @type {any} */ (terminal)[key];
+      else /** @type {any} */ (terminal)[key] = update[key];
+    }
+    if ('output' in update) {
+      // A snapshot replaces every byte seen so far.
+      const data = update.output && typeof update.output.data === 'string' ? update.output.data : '';
+      const bytes = decodeBase64(data);
+      terminal.chunks = [bytes];
+      terminal.size = bytes.length;
+    }
+    this.dirty.add(`term:${terminal.terminalId}`);
+  }
+
+  /** @param {unknown} options */
+  setConfigOptions(options) {
+    this.configOptions = Array.isArray(options) ? options : [];
+    this.dirty.add('config');
+  }
+
+  /**
+   * The pending permission records (from `_hub_permission`).
+   * @returns {PermissionRecord[]}
+   */
+  pendingPermissions() {
+    return [...this.permissions.values()].filter((record) => record.status === 'pending');
+  }
+
+  /**
+   * Take the set of dirty keys, leaving the model clean.
+   * @returns {Set<string>}
+   */
+  takeDirty() {
+    const dirty = new Set(this.dirty);
+    this.dirty.clear();
+    return dirty;
+  }
+}
