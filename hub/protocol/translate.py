@@ -80,6 +80,8 @@ __all__ = [
     "TOOL_TITLE",
     "AgentV1Translator",
     "ClientV1Renderer",
+    "auth_methods_v1_to_v2",
+    "auth_methods_v2_to_v1",
     "capabilities_v1_to_v2",
     "capabilities_v2_to_v1",
     "config_options_v1_to_v2",
@@ -952,10 +954,22 @@ class ClientV1Renderer:
     the module docstring. Malformed known variants raise ``InvalidParams``; the state is
     then unchanged. Outputs may share nested objects with the inputs, and the renderer
     keeps references to tool-call content: treat both as immutable.
+
+    ``boolean_options=False`` renders for v1 clients that did not advertise
+    ``session.configOptions.boolean`` (boolean options are left out); clients of both
+    kinds in one session need one renderer each. Each terminal change re-sends the whole
+    content of the tool calls showing it (v1 content replaces), at most
+    ``max_terminal_bytes`` of output per terminal.
     """
 
-    def __init__(self, *, max_terminal_bytes: int = DEFAULT_MAX_TERMINAL_BYTES) -> None:
+    def __init__(
+        self,
+        *,
+        max_terminal_bytes: int = DEFAULT_MAX_TERMINAL_BYTES,
+        boolean_options: bool = True,
+    ) -> None:
         self._max_terminal_bytes = max_terminal_bytes
+        self._boolean_options = boolean_options
         self._tools: dict[str, list[Any]] = {}
         self._terminals: dict[str, _Terminal] = {}
         self._sent: set[str] = set()
@@ -973,7 +987,9 @@ class ClientV1Renderer:
 
         Uses a fresh renderer, so this renderer's live state is untouched.
         """
-        fresh = ClientV1Renderer(max_terminal_bytes=self._max_terminal_bytes)
+        fresh = ClientV1Renderer(
+            max_terminal_bytes=self._max_terminal_bytes, boolean_options=self._boolean_options
+        )
         return [out for update in updates for out in fresh.update(update)]
 
     def update(self, update: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -1172,7 +1188,12 @@ class ClientV1Renderer:
 
     def _config_options(self, obj: Mapping[str, Any]) -> list[dict[str, Any]]:
         options = _list(obj, "configOptions", "update")
-        out = [{**obj, "configOptions": config_options_v2_to_v1(options)}]
+        out = [
+            {
+                **obj,
+                "configOptions": config_options_v2_to_v1(options, boolean=self._boolean_options),
+            }
+        ]
         mode_option = _mode_option(options)
         mode = mode_option.get("currentValue") if mode_option is not None else None
         if isinstance(mode, str) and mode != self._mode:
@@ -1463,6 +1484,50 @@ def set_mode_v1_to_v2(params: Mapping[str, Any], options: Sequence[Any]) -> dict
         "value": mode_id,
     }
     return _copy_meta(obj, out)
+
+
+def auth_methods_v1_to_v2(methods: Sequence[Any] | None) -> list[dict[str, Any]]:
+    """v1 ``authMethods`` as v2: ``id`` -> ``methodId``, no ``type`` means ``agent``,
+    a terminal method's ``env`` map becomes a ``[{name, value}]`` list."""
+    out = []
+    for i, raw in enumerate(methods or []):
+        where = f"authMethods[{i}]"
+        method = _obj(raw, where)
+        _str(method, "id", where)
+        _str(method, "name", where)
+        converted = _rename(method, "id", "methodId")
+        converted["type"] = method.get("type") or "agent"
+        env = method.get("env")
+        if converted["type"] == "terminal" and env is not None:
+            env = _obj(env, f"{where}.env")
+            converted["env"] = [{"name": k, "value": v} for k, v in env.items()]
+        out.append(converted)
+    return out
+
+
+def auth_methods_v2_to_v1(methods: Sequence[Any] | None) -> list[dict[str, Any]]:
+    """v2 ``authMethods`` as v1: ``methodId`` -> ``id``, ``type`` kept only for
+    ``terminal`` (whose ``env`` list becomes a map); ``_x`` types have no v1 form and are
+    dropped."""
+    out = []
+    for i, raw in enumerate(methods or []):
+        where = f"authMethods[{i}]"
+        method = _obj(raw, where)
+        _str(method, "methodId", where)
+        _str(method, "name", where)
+        kind = _str(method, "type", where)
+        if kind not in ("agent", "terminal"):
+            continue
+        converted = _rename(method, "methodId", "id")
+        if kind == "agent":
+            del converted["type"]
+        elif method.get("env") is not None:
+            env = _objs(method, "env", where)
+            converted["env"] = {
+                _str(var, "name", f"{where}.env"): _str(var, "value", f"{where}.env") for var in env
+            }
+        out.append(converted)
+    return out
 
 
 def stop_reason_for_v1(reason: str) -> str:

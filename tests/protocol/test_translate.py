@@ -21,6 +21,8 @@ from hub.protocol.translate import (
     TOOL_TITLE,
     AgentV1Translator,
     ClientV1Renderer,
+    auth_methods_v1_to_v2,
+    auth_methods_v2_to_v1,
     capabilities_v1_to_v2,
     capabilities_v2_to_v1,
     config_options_v1_to_v2,
@@ -1650,3 +1652,50 @@ def test_an_add_patch_without_final_newline_is_still_rebuilt() -> None:
     }
     (out,) = render({"sessionUpdate": "tool_call_update", "toolCallId": "c", "content": [item]})
     assert out["content"] == [{"type": "diff", "path": "/p/b", "newText": "x\n"}]
+
+
+def test_auth_methods_both_ways(v1: Schema, v2: Schema) -> None:
+    v1_methods: list[Json] = [
+        {"id": "oauth", "name": "Log in", "description": "Browser login"},
+        {"id": "cli", "name": "Terminal", "type": "terminal", "args": ["login"], "env": {"A": "1"}},
+    ]
+    v2_methods = auth_methods_v1_to_v2(v1_methods)
+    assert v2_methods == [
+        {"methodId": "oauth", "name": "Log in", "description": "Browser login", "type": "agent"},
+        {
+            "methodId": "cli",
+            "name": "Terminal",
+            "type": "terminal",
+            "args": ["login"],
+            "env": [{"name": "A", "value": "1"}],
+        },
+    ]
+    for method in v1_methods:
+        v1.check("AuthMethod", method)
+    for method in v2_methods:
+        v2.check("AuthMethod", method)
+    assert auth_methods_v2_to_v1(v2_methods) == v1_methods  # lossless both ways
+    custom = {"methodId": "k", "name": "Key", "type": "_acme_key"}
+    assert auth_methods_v2_to_v1([custom]) == []
+    bare = {"methodId": "t", "name": "T", "type": "terminal"}
+    assert auth_methods_v2_to_v1([bare]) == [{"id": "t", "name": "T", "type": "terminal"}]
+    assert auth_methods_v1_to_v2(None) == []
+    assert auth_methods_v2_to_v1(None) == []
+    with pytest.raises(InvalidParams):
+        auth_methods_v1_to_v2([{"name": "x"}])
+    with pytest.raises(InvalidParams):
+        auth_methods_v1_to_v2([{"id": "t", "name": "T", "type": "terminal", "env": ["A=1"]}])
+    with pytest.raises(InvalidParams):
+        auth_methods_v2_to_v1([{"methodId": "x", "name": "x"}])
+    with pytest.raises(InvalidParams):
+        auth_methods_v2_to_v1([{**bare, "env": [{"name": "A"}]}])
+
+
+def test_renderer_without_boolean_options_leaves_them_out() -> None:
+    update = {"sessionUpdate": "config_option_update", "configOptions": V2_OPTIONS}
+    renderer = ClientV1Renderer(boolean_options=False)
+    (options, mode) = renderer.update(update)
+    assert [o["id"] for o in options["configOptions"]] == ["mode"]
+    assert mode == {"sessionUpdate": "current_mode_update", "currentModeId": "ask"}
+    (replayed, _) = renderer.render_replay([update])
+    assert replayed == options
