@@ -86,8 +86,8 @@ class RecordingSink:
         self._changed.set()
         self._changed = anyio.Event()
 
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = TIMEOUT) -> None:
-        with anyio.fail_after(timeout):
+    async def wait_for(self, predicate: Callable[[], bool], within: float = TIMEOUT) -> None:
+        with anyio.fail_after(within):
             while not predicate():
                 await self._changed.wait()
 
