@@ -359,7 +359,7 @@ def v2_updates() -> st.SearchStrategy[Update]:
         tool_call_updates(),
         tool_call_content_chunks(),
         terminal_updates(),
-        chunked_terminal_outputs().filter(bool).map(lambda chunks: chunks[0]),
+        chunked_terminal_outputs().map(lambda chunks: chunks[0]),
         plan_updates,
         available_commands_updates,
         config_option_updates,
