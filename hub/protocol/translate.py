@@ -17,8 +17,8 @@ Two stateful translators sit at the edges, one per session each:
   ``render_replay`` renders a compacted replay for a late joiner with a fresh renderer.
 
 The rest are stateless helpers for the request/response shapes that differ between the
-versions (capabilities, permission requests and answers, prompts, MCP servers, config
-options, stop reasons). The rules follow ``shared/acp-spec/DIGEST.md`` section 12.
+versions (capabilities, auth methods, permission requests and answers, prompts, MCP servers,
+config options, stop reasons). The rules follow ``shared/acp-spec/DIGEST.md`` section 12.
 
 Errors: a malformed payload of a known variant raises ``InvalidParams`` (the peer's fault);
 a well-formed value that the target version cannot express raises ``TranslationError``.
