@@ -514,8 +514,12 @@ class Agent:
             session.turn = turn
         runner = TurnRunner(self, session, turn, prompt)
         if self.v2:
-            # v2: acknowledge on acceptance, before the turn's first update.
-            self.channel.send({"jsonrpc": "2.0", "id": request_id, "result": {}})
+            # v2: acknowledge on acceptance, before the turn's first update. Some real peers
+            # (and the TypeScript SDK 2.4.0 client) also put the user message id here.
+            ack: Json = {}
+            if self.args.ack_message_id:
+                ack["messageId"] = runner.user_message_id
+            self.channel.send({"jsonrpc": "2.0", "id": request_id, "result": ack})
         threading.Thread(target=runner.run, daemon=True).start()
         return DEFERRED
 
@@ -579,6 +583,8 @@ class TurnRunner:
         self.turn = turn
         self.prompt = prompt
         self.v2 = agent.v2
+        self.user_message_id = session.next_id("user")
+        self.deaf = False  # `ignore-cancel`: this turn never notices a cancel
         self.commands: dict[str, Callable[[str], None]] = {
             "say": self.cmd_say,
             "think": self.cmd_think,
@@ -593,6 +599,7 @@ class TurnRunner:
             "elicit": self.cmd_elicit,
             "sleep": self.cmd_sleep,
             "hang": self.cmd_hang,
+            "ignore-cancel": self.cmd_ignore_cancel,
             "slow": self.cmd_slow,
             "crash": self.cmd_crash,
             "crash-signal": self.cmd_crash_signal,
@@ -623,11 +630,13 @@ class TurnRunner:
         self.update(update, record=False)
 
     def check_cancel(self) -> None:
-        if self.turn.cancel.is_set():
+        if self.turn.cancel.is_set() and not self.deaf:
             raise Cancelled
 
     def wait(self, ms: float) -> None:
-        if self.turn.cancel.wait(ms / 1000):
+        if self.deaf:
+            time.sleep(ms / 1000)
+        elif self.turn.cancel.wait(ms / 1000):
             raise Cancelled
 
     def chunk(self, kind: str, message_id: str, text: str) -> None:
@@ -664,7 +673,7 @@ class TurnRunner:
                 self.update(
                     {
                         "sessionUpdate": "user_message",
-                        "messageId": self.session.next_id("user"),
+                        "messageId": self.user_message_id,
                         "content": self.prompt,
                     }
                 )
@@ -684,7 +693,7 @@ class TurnRunner:
             traceback.print_exc()
             self.finish(None, error=str(exc))
             return
-        if self.turn.cancel.is_set():
+        if self.turn.cancel.is_set() and not self.deaf:
             stop_reason = "cancelled"
         self.finish(stop_reason)
 
@@ -740,7 +749,7 @@ class TurnRunner:
         cancel = self.turn.cancel
         for i in range(count):
             if cancel.is_set():
-                raise Cancelled
+                self.check_cancel()
             head = f"{i:06d}"
             text = head + "." * max(0, size - len(head) - 1) + "\n"
             self.chunk("agent_message_chunk", message_id, text)
@@ -990,6 +999,9 @@ class TurnRunner:
         time.sleep(float(rest) / 1000)
         self.turn.cancel.clear()
 
+    def cmd_ignore_cancel(self, rest: str) -> None:
+        self.deaf = True
+
     def cmd_slow(self, rest: str) -> None:
         parts = rest.split()
         count, interval = int(parts[0]), float(parts[1])
@@ -1097,6 +1109,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--claim-v2-speak-v1", action="store_true")
     parser.add_argument("--garbage-before-init", action="store_true")
     parser.add_argument("--notify-before-init", action="store_true")
+    parser.add_argument(
+        "--ack-message-id",
+        action="store_true",
+        help="v2: answer session/prompt with {messageId} (the user message id), not {}",
+    )
     parser.add_argument("--no-load", action="store_true")
     parser.add_argument("--no-resume", action="store_true")
     parser.add_argument("--no-list", action="store_true")

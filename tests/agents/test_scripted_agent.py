@@ -345,11 +345,26 @@ def test_cancel_request_cancels_a_v1_prompt(spawn: Spawn, tmp_path: Path) -> Non
 
 def test_hang_ignores_cancel(spawn: Spawn, tmp_path: Path) -> None:
     agent, session_id = session(spawn, 1, tmp_path)
-    prompt_id = agent.prompt(session_id, "say go\nhang 300\nsay done")
+    prompt_id = agent.prompt(session_id, "say go\nhang 1500\nsay done")
     agent.until(lambda m: is_update(m, "agent_message_chunk"))
     agent.notify("session/cancel", {"sessionId": session_id})
     response, messages = agent.until_response(prompt_id)
     assert response["result"]["stopReason"] == "end_turn"
+    assert text_of(updates(messages, "agent_message_chunk")) == "done"
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_ignore_cancel(spawn: Spawn, tmp_path: Path, version: int) -> None:
+    agent, session_id = session(spawn, version, tmp_path)
+    prompt_id = agent.prompt(session_id, "ignore-cancel\nsay go\nsleep 200\nsay done")
+    agent.until(lambda m: is_update(m, "agent_message_chunk"))
+    agent.notify("session/cancel", {"sessionId": session_id})
+    if version == 1:
+        response, messages = agent.until_response(prompt_id)
+        assert response["result"]["stopReason"] == "end_turn"
+    else:
+        messages = agent.until(is_idle)
+        assert messages[-1]["params"]["update"]["stopReason"] == "end_turn"
     assert text_of(updates(messages, "agent_message_chunk")) == "done"
 
 
@@ -643,3 +658,12 @@ def test_v2_batch(spawn: Spawn, tmp_path: Path) -> None:
     assert reply[0]["result"] == {"sessions": []}
     assert reply[1]["error"]["code"] == -32601
     assert not any(is_response(r, None) for r in reply)
+
+
+def test_v2_ack_with_message_id(spawn: Spawn, tmp_path: Path) -> None:
+    agent, session_id = session(spawn, 2, tmp_path, "--ack-message-id")
+    ack, _ = agent.until_response(agent.prompt(session_id, "say hi"))
+    user_message = agent.next()["params"]["update"]
+    assert user_message["sessionUpdate"] == "user_message"
+    assert ack["result"] == {"messageId": user_message["messageId"]}
+    assert agent.until(is_idle)[-1]["params"]["update"]["stopReason"] == "end_turn"
