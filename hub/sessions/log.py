@@ -42,10 +42,15 @@ class Event:
     v1: tuple[bytes, ...]
     hub: bool = False
     origin: str | None = None
+    v1_wrapped: bytes | None = None
+    """For v1 clients that opted in to hub events: the update as ``_hub_v2`` when it has no
+    v1 rendering (``v1`` is empty)."""
     size: int = field(init=False)
 
     def __post_init__(self) -> None:
         self.size = len(self.v2) + sum(len(f) for f in self.v1) + 64
+        if self.v1_wrapped is not None:
+            self.size += len(self.v1_wrapped)
 
 
 class EventLog:

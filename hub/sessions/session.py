@@ -199,13 +199,20 @@ class Session:
             v1_updates = []
         v1 = tuple(self._frame(u, meta) for u in v1_updates)
         variant = update.get("sessionUpdate")
+        is_hub = isinstance(variant, str) and variant.startswith("_hub_")
+        # v1 clients that asked for the hub's events get the updates v1 cannot express wrapped
+        # in `_hub_v2`, so that their seqs stay contiguous too.
+        wrapped = None
+        if not v1 and not is_hub:
+            wrapped = self._frame({"sessionUpdate": "_hub_v2", "update": update}, meta)
         event = Event(
             seq,
             update,
             v2,
             v1,
-            hub=isinstance(variant, str) and variant.startswith("_hub_"),
+            hub=is_hub,
             origin=origin if variant in USER_MESSAGE_VARIANTS else None,
+            v1_wrapped=wrapped,
         )
         self.log.append(event)
         for attachment in tuple(self.attached.values()):
@@ -223,6 +230,8 @@ class Session:
             return  # a v1 client renders its own prompt itself
         for frame in event.v1:
             client.outbox.push(frame)
+        if event.v1_wrapped is not None and client.hub_events:
+            client.outbox.push(event.v1_wrapped)
 
     # -- attaching ---------------------------------------------------------------------------
 
@@ -374,6 +383,8 @@ class Session:
                 frames.append(event.v2)
             elif not (event.hub and not client.hub_events) and event.origin != client.client_id:
                 frames.extend(event.v1)
+                if event.v1_wrapped is not None and client.hub_events:
+                    frames.append(event.v1_wrapped)
         return self._pages(client, frames)
 
     # -- the agent's side (SessionSink) ------------------------------------------------------
