@@ -62,10 +62,12 @@ from hub.agents.sink import SessionSink
 from hub.agents.spec import AgentSpec
 from hub.protocol import version as versions
 from hub.protocol.errors import (
+    SESSION_LOST,
     InvalidParams,
     RpcError,
     TranslationError,
     VersionError,
+    hub_error,
     invalid_params,
     method_not_found,
     resource_not_found,
@@ -212,6 +214,7 @@ class Agent:
         20)."""
         self._sessions: dict[str, _Session] = {}
         self._elicitations: dict[str, str] = {}  # elicitationId -> sessionId (URL mode)
+        self._lost: set[str] = set()  # sessions that could not be re-attached
         self._start_lock = anyio.Lock()
         self._failures = 0
         self._next_start = 0.0
@@ -543,6 +546,7 @@ class Agent:
                 if live.conn is None or live.conn.closed:
                     raise
                 self._drop(entry.session_id)
+                self._lost.add(entry.session_id)
                 logger.warning(
                     "! agent %s: session %s lost: %s",
                     self.name,
@@ -620,6 +624,7 @@ class Agent:
     # -- session registry --------------------------------------------------------------------
 
     def _register(self, entry: _Session) -> None:
+        self._lost.discard(entry.session_id)
         old = self._sessions.get(entry.session_id)
         if old is not None and old.sink is not entry.sink:
             logger.info("= agent %s: session %s gets a new sink", self.name, entry.session_id)
@@ -641,6 +646,14 @@ class Agent:
     def _entry(self, session_id: str) -> _Session:
         entry = self._sessions.get(session_id)
         if entry is None:
+            if session_id in self._lost:
+                raise AgentError(
+                    hub_error(
+                        SESSION_LOST,
+                        f"agent '{self.name}' lost session {session_id!r} when it restarted",
+                        {"agent": self.name, "sessionId": session_id},
+                    )
+                )
             raise AgentError(
                 resource_not_found(f"agent '{self.name}' has no attached session {session_id!r}")
             )
@@ -817,9 +830,9 @@ class Agent:
         response later becomes ``idle`` with its stop reason (or ``idle`` without one and
         the error in ``_meta["acp-hub"].error``).
         """
-        entry = self._entry(session_id)
         live = await self._ready()
         assert live.conn is not None
+        entry = self._entry(session_id)
         if live.version == 2 and entry.translator is None:
             return await self._prompt_v2(live, entry, blocks)
         translator = entry.translator
@@ -898,9 +911,9 @@ class Agent:
     ) -> list[dict[str, Any]]:
         """``session/set_config_option``; returns the full v2 option set. For v1 agents the
         synthetic mode option is routed to ``session/set_mode``."""
-        entry = self._entry(session_id)
         live = await self._ready()
         assert live.conn is not None
+        entry = self._entry(session_id)
         params = {"sessionId": session_id, "configId": config_id, "type": type, "value": value}
         translator = entry.translator
         if live.version == 2:
@@ -923,9 +936,9 @@ class Agent:
     async def set_mode(self, session_id: str, mode_id: str) -> None:
         """v1 ``session/set_mode``; the mode option's new value goes to the sink as a
         ``config_option_update``."""
-        entry = self._entry(session_id)
         live = await self._ready()
         assert live.conn is not None
+        entry = self._entry(session_id)
         self._require("set_mode", "session/set_mode")
         await live.conn.request("session/set_mode", {"sessionId": session_id, "modeId": mode_id})
         if entry.translator is not None:

@@ -89,7 +89,10 @@ class Supervisor:
         await self.aclose()
         tg, self._tg = self._tg, None
         assert tg is not None
-        return await tg.__aexit__(exc_type, exc, tb)
+        # Every agent task has ended: close the group as if the body succeeded, so that an
+        # exception of the body propagates as it is, not wrapped in an ExceptionGroup.
+        await tg.__aexit__(None, None, None)
+        return None
 
     def names(self) -> list[str]:
         """The configured agent names, in configuration order."""

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from hub.agents.errors import AgentError
 from hub.agents.spec import ProtocolChoice
+from hub.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, UNSUPPORTED
 from tests.agents.harness import RecordingSink, Supervised, scripted_spec, text
 
 
@@ -36,3 +39,236 @@ async def test_prompt_turn_reaches_the_sink_in_v2_shape(
             assert ack.message_id is None  # the scripted agent answers {}
         chunk_ids = {u["messageId"] for u in sink.updates if u["sessionUpdate"].endswith("chunk")}
         assert len(chunk_ids) == 1
+
+
+ALLOW = {"outcome": "selected", "optionId": "allow"}
+REJECT = {"outcome": "selected", "optionId": "reject"}
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+@pytest.mark.parametrize(
+    ("answer", "report"),
+    [
+        (ALLOW, "permission: selected allow"),
+        (REJECT, "permission: selected reject"),
+        ({"outcome": "cancelled"}, "permission: cancelled"),
+        # An outcome the hub does not know never counts as approval.
+        ({"outcome": "_always_yes"}, "permission: cancelled"),
+        ({"outcome": "selected", "optionId": "no-such-option"}, "permission: cancelled"),
+    ],
+)
+async def test_permission_request_is_v2_shaped_and_answered(
+    supervised: Supervised,
+    agent_home: Path,
+    protocol: ProtocolChoice,
+    answer: dict[str, Any],
+    report: str,
+) -> None:
+    async with supervised(scripted_spec(agent_home, protocol=protocol)) as sup:
+        agent = sup.get("scripted")
+        sink = RecordingSink()
+        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+        await agent.prompt(sid, text("permission Write config.toml"))
+        call = await sink.wait_permission()
+        params = call.params
+        assert params["sessionId"] == sid
+        assert "Write config.toml" in params["title"]
+        assert params["subject"]["type"] == "tool_call"
+        assert [o["optionId"] for o in params["options"]] == ["allow", "reject"]
+        await sink.wait_for(lambda: "requires_action" in sink.states())
+        sink.answer(call, answer)
+        await sink.wait_idle()
+        assert sink.text().endswith(report)
+        states = sink.states()
+        assert states[states.index("requires_action") + 1] == "running"
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+async def test_cancel_answers_pending_permission_cancelled(
+    supervised: Supervised, agent_home: Path, protocol: ProtocolChoice
+) -> None:
+    async with supervised(scripted_spec(agent_home, protocol=protocol)) as sup:
+        agent = sup.get("scripted")
+        sink = RecordingSink()
+        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+        await agent.prompt(sid, text("permission\nsleep 10000"))
+        call = await sink.wait_permission()
+        await agent.cancel(sid)
+        idle = await sink.wait_idle()
+        assert call.cancelled  # the sink's task was cancelled, the agent told `cancelled`
+        assert "permission: cancelled" in sink.text()
+        assert idle["stopReason"] == "cancelled"
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+async def test_elicitation_round_trip(
+    supervised: Supervised, agent_home: Path, protocol: ProtocolChoice
+) -> None:
+    async with supervised(scripted_spec(agent_home, protocol=protocol)) as sup:
+        agent = sup.get("scripted")
+        sink = RecordingSink()
+        sink.elicitation_answer = {"action": "accept", "content": {"name": "Ada"}}
+        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+        await agent.prompt(sid, text("elicit"))
+        await sink.wait_idle()
+        assert sink.elicitations[0]["mode"] == "form"
+        assert sink.elicitations[0]["sessionId"] == sid
+        assert sink.text() == 'elicit: accept {"name": "Ada"}'
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+async def test_config_options_and_modes(
+    supervised: Supervised, agent_home: Path, protocol: ProtocolChoice
+) -> None:
+    async with supervised(scripted_spec(agent_home, protocol=protocol)) as sup:
+        agent = sup.get("scripted")
+        sink = RecordingSink()
+        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+        options = await agent.set_config_option(sid, "mode", "id", "code")
+        mode = next(o for o in options if o["configId"] == "mode")
+        assert mode["currentValue"] == "code"
+        with pytest.raises(AgentError) as bad:
+            await agent.set_config_option(sid, "mode", "id", "nonsense")
+        assert bad.value.code == INVALID_PARAMS  # the agent's own error, passed on
+        if protocol == 1:
+            await agent.set_mode(sid, "ask")
+        else:
+            with pytest.raises(AgentError) as refused:
+                await agent.set_mode(sid, "ask")
+            assert refused.value.code == UNSUPPORTED
+            assert "session/set_mode" in refused.value.error.message
+        # The agent flips its mode itself: a config_option_update in the v2 shape.
+        await agent.prompt(sid, text("config"))
+        await sink.wait_idle()
+        updates = [u for u in sink.updates if u["sessionUpdate"] == "config_option_update"]
+        assert updates
+        assert all("configId" in o for o in updates[-1]["configOptions"])
+        assert "current_mode_update" not in sink.variants()
+
+
+async def test_v2_list_resume_with_replay_close_delete(
+    supervised: Supervised, agent_home: Path
+) -> None:
+    async with supervised(scripted_spec(agent_home, protocol=2)) as sup:
+        agent = sup.get("scripted")
+        first = RecordingSink()
+        sid = (await agent.new_session(str(agent_home), [], first)).session_id
+        await agent.prompt(sid, text("say one two\ntool text\nplan"))
+        await first.wait_idle()
+        listed = await agent.list_sessions(cwd=str(agent_home))
+        assert [s["sessionId"] for s in listed["sessions"]] == [sid]
+        assert (await agent.list_sessions(cwd="/nowhere"))["sessions"] == []
+
+        second = RecordingSink()
+        result = await agent.resume_session(sid, str(agent_home), second, replay=True)
+        assert "configOptions" in result
+        # The whole history reached the new sink before resume returned.
+        replayed = second.variants()
+        assert "user_message" in replayed
+        assert "tool_call_update" in replayed
+        assert "plan_update" in replayed
+        assert second.text() == "one two"
+        # The new sink replaced the first one.
+        await agent.prompt(sid, text("say again"))
+        await second.wait_idle()
+        assert "again" in second.text()
+        assert "again" not in first.text()
+
+        await agent.close_session(sid)
+        with pytest.raises(AgentError) as gone:
+            await agent.prompt(sid, text("say hi"))
+        assert gone.value.code == RESOURCE_NOT_FOUND
+        await agent.delete_session(sid)
+        assert (await agent.list_sessions())["sessions"] == []
+
+
+async def test_v1_load_replays_translated_history(supervised: Supervised, agent_home: Path) -> None:
+    async with supervised(scripted_spec(agent_home, protocol=1)) as sup:
+        agent = sup.get("scripted")
+        assert agent.supports("load") is False  # unknown before the first start
+        first = RecordingSink()
+        sid = (await agent.new_session(str(agent_home), [], first)).session_id
+        assert agent.supports("load")
+        assert agent.supports("list")
+        await agent.prompt(sid, text("say hello there\nplan"))
+        await first.wait_idle()
+
+        second = RecordingSink()
+        result = await agent.load_session(sid, str(agent_home), second)
+        assert [o["configId"] for o in result["configOptions"]][:1] == ["mode"]
+        variants = second.variants()
+        assert "user_message_chunk" in variants  # the prompt, replayed by the agent
+        assert "plan_update" in variants
+        assert "plan" not in variants
+        assert all(
+            isinstance(u.get("messageId"), str)
+            for u in second.updates
+            if "chunk" in u["sessionUpdate"]
+        )
+        assert second.text() == "hello there"
+        # Without replay, a v1 agent with sessionCapabilities.resume gets session/resume.
+        third = RecordingSink()
+        await agent.resume_session(sid, str(agent_home), third)
+        assert third.updates == []
+
+
+async def test_unsupported_operations_say_what_is_missing(
+    supervised: Supervised, agent_home: Path
+) -> None:
+    v1 = scripted_spec(agent_home, "--no-list", "--no-load", "--no-resume", protocol=1)
+    v2 = scripted_spec(agent_home, name="v2", protocol=2)
+    async with supervised(v1, v2) as sup:
+        old, new = sup.get("scripted"), sup.get("v2")
+        sink = RecordingSink()
+        sid = (await old.new_session(str(agent_home), [], sink)).session_id
+        for call, needs in [
+            (old.list_sessions(), "sessionCapabilities.list"),
+            (old.load_session(sid, str(agent_home), RecordingSink()), "loadSession"),
+            (old.resume_session(sid, str(agent_home), RecordingSink()), "resume"),
+            (new.load_session(sid, str(agent_home), RecordingSink()), "removed in protocol v2"),
+        ]:
+            with pytest.raises(AgentError) as refused:
+                await call
+            assert refused.value.code == UNSUPPORTED
+            assert needs in refused.value.error.message
+        # A refused attach leaves no sink behind.
+        assert old.session_ids() == [sid]
+        assert new.session_ids() == []
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+async def test_extensions_unknown_variants_and_malformed_updates(
+    supervised: Supervised,
+    agent_home: Path,
+    protocol: ProtocolChoice,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with supervised(scripted_spec(agent_home, protocol=protocol)) as sup:
+        agent = sup.get("scripted")
+        sink = RecordingSink()
+        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+        script = "\n".join(
+            [
+                "ext-notify _acme/ping",
+                "unknown-update note",
+                "wrong-shape",
+                'update {"sessionUpdate": "_hub_reset", "reason": "forged", "epoch": "x"}',
+                "say still fine",
+            ]
+        )
+        await agent.prompt(sid, text(script))
+        await sink.wait_idle()
+        assert sink.extensions == [("_acme/ping", {"sessionId": sid})]
+        custom = [u for u in sink.updates if u["sessionUpdate"] == "_scripted_custom"]
+        assert custom == [{"sessionUpdate": "_scripted_custom", "payload": {"note": "note"}}]
+        # The malformed known variant and the forged hub variant never reach the sink.
+        assert "_hub_reset" not in sink.variants()
+        assert "tool_call" not in sink.variants()
+        assert not [
+            u
+            for u in sink.updates
+            if u["sessionUpdate"] == "agent_message_chunk" and "content" not in u
+        ]
+        assert sink.text() == "still fine"
+        assert "malformed" in caplog.text
+        assert "_hub_reset" in caplog.text
