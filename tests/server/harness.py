@@ -78,7 +78,7 @@ async def running_hub(
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
         with anyio.fail_after(TIMEOUT):
-            while not server.started:
+            while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for this
                 await anyio.sleep(0.005)
         port = server.servers[0].sockets[0].getsockname()[1]
         try:

@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+from websockets.exceptions import ConnectionClosed
 from websockets.frames import Frame, Opcode
 
 from hub.settings import Settings
@@ -21,7 +22,16 @@ from tests.server.harness import (
 
 pytestmark = pytest.mark.anyio
 
-TURN = "say hello there from the scripted agent\ntool diff\nplan\ntool terminal\nusage\ntitle A session"
+TURN = "\n".join(
+    [
+        "say hello there from the scripted agent",
+        "tool diff",
+        "plan",
+        "tool terminal",
+        "usage",
+        "title A",
+    ]
+)
 
 
 @pytest.fixture
@@ -42,7 +52,8 @@ async def test_three_clients_mixed_versions_see_the_same_ordered_stream(
     agent_protocol: int,
 ) -> None:
     async with (
-        running_hub([scripted_agent(protocol=agent_protocol)]) as hub, acp_client(hub.url, 2) as a,
+        running_hub([scripted_agent(protocol=agent_protocol)]) as hub,
+        acp_client(hub.url, 2) as a,
         acp_client(hub.url, 1, events=True) as b,
         acp_client(hub.url, 2) as c,
     ):
@@ -80,9 +91,7 @@ async def test_late_joiner_replay_folds_to_the_live_state() -> None:
         await live.prompt(sid, "permission")
         await live.wait_for(lambda: bool(live.requests))
         request = live.requests[-1]
-        await live.answer(
-            request["id"], {"outcome": {"outcome": "selected", "optionId": "allow"}}
-        )
+        await live.answer(request["id"], {"outcome": {"outcome": "selected", "optionId": "allow"}})
         await wait_idle(live, sid, 2)
         log_length = live.last_seq(sid)
         assert log_length > 3000
@@ -99,9 +108,7 @@ async def test_late_joiner_replay_folds_to_the_live_state() -> None:
             await late.wait_for(lambda: late.last_seq(sid) == log_length + 1)
             await live.wait_for(lambda: live.last_seq(sid) == log_length + 1)
             assert late.fold(sid).snapshot() == live.fold(sid).snapshot()
-            replayed = [
-                p for p in late.session_updates(sid) if p["_meta"]["acp-hub"].get("replay")
-            ]
+            replayed = [p for p in late.session_updates(sid) if p["_meta"]["acp-hub"].get("replay")]
             assert 0 < len(replayed) < log_length / 50
             assert replay_frames <= 3  # batched into pages
 
@@ -364,20 +371,20 @@ async def test_protocol_errors_get_clear_answers() -> None:
             reply = orjson.loads(await raw.ws.recv())
             assert reply["error"]["code"] == -32600
             await raw.ws.send(b"\x00\x01")
-            with pytest.raises(Exception):  # noqa: B017 - the connection closes
+            with pytest.raises(ConnectionClosed):
                 await raw.ws.recv()
-            assert (
-                raw.ws.protocol.close_rcvd is not None and raw.ws.protocol.close_rcvd.code == 1003
-            )
+            assert raw.ws.protocol.close_rcvd is not None
+            assert raw.ws.protocol.close_rcvd.code == 1003
 
 
 async def test_oversized_frame_closes_with_1009() -> None:
     settings = Settings(max_frame_bytes=64 * 1024)
     async with running_hub([scripted_agent()], settings) as hub, RawWs(hub.url) as raw:
         await raw.ws.send("x" * (100 * 1024))
-        with pytest.raises(Exception):  # noqa: B017 - the connection closes
+        with pytest.raises(ConnectionClosed):
             await raw.ws.recv()
-        assert raw.ws.protocol.close_rcvd is not None and raw.ws.protocol.close_rcvd.code == 1009
+        assert raw.ws.protocol.close_rcvd is not None
+        assert raw.ws.protocol.close_rcvd.code == 1009
 
 
 async def test_upgrade_response_carries_the_connection_id() -> None:
