@@ -66,6 +66,12 @@ def ts_ws_client_module_dir() -> Path:
     return PEERS
 
 
+def ts_ws_client_driver() -> Path:
+    """``ws_client.mjs``: one scripted run of the SDK 2.4.0 WebSocket client (see README)."""
+    ts_ws_client_module_dir()
+    return _present(PEERS / "ws_client.mjs", "the ws client driver")
+
+
 def py_example_agent() -> Path:
     """The Python SDK 0.12.1 ``examples/agent.py`` (v1; message chunks only)."""
     return _present(PY_EXAMPLES / "agent.py", "the Python SDK example agent")
