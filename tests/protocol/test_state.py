@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -633,7 +632,7 @@ def test_apply_all_stops_at_the_first_invalid_update() -> None:
 # --- cost -----------------------------------------------------------------------------------
 
 
-def test_folding_is_fast_and_state_size_follows_the_text() -> None:
+def test_state_size_follows_the_text_not_the_chunk_count() -> None:
     count = 20_000
     chunk = {
         "sessionUpdate": "agent_message_chunk",
@@ -641,10 +640,6 @@ def test_folding_is_fast_and_state_size_follows_the_text() -> None:
         "content": {"type": "text", "text": "word "},
     }
     state = SessionState()
-    start = time.perf_counter()
     for _ in range(count):
         state.apply(chunk)
-    elapsed = time.perf_counter() - start
-    # Generous bound (it is ~5 us here) so that tracing or a slow machine does not flake.
-    assert elapsed / count < 100e-6
     assert state.snapshot()["timeline"][0]["content"] == [{"type": "text", "text": "word " * count}]
