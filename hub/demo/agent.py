@@ -424,8 +424,10 @@ class DemoAgent:
             session.turn = DemoTurnState(prompt_request_id=request_id)
         turn = DemoTurn(self, session, session.turn, prompt)
         if self.v2:
-            # v2 acknowledges acceptance before the turn's first update.
-            self.transport.send({"jsonrpc": "2.0", "id": request_id, "result": {}})
+            # v2 acknowledges acceptance before the turn's first update; like the SDK agents it
+            # names the user message it is about to report (an extra field the schema allows).
+            ack = {"messageId": turn.user_message_id}
+            self.transport.send({"jsonrpc": "2.0", "id": request_id, "result": ack})
         threading.Thread(target=turn.run, name="demo-turn", daemon=True).start()
         return None
 
@@ -482,6 +484,7 @@ class DemoTurn:
         self.prompt = prompt
         self.v2 = agent.v2
         self.fast = agent.fast
+        self.user_message_id = session.new_id("user")
         self.topic = topic_of(prompt)
         self.slug = slug_of(self.topic)
         self.known_tools: set[str] = set()  # v1: created with `tool_call` once
@@ -570,7 +573,7 @@ class DemoTurn:
                 self.update(
                     {
                         "sessionUpdate": "user_message",
-                        "messageId": self.session.new_id("user"),
+                        "messageId": self.user_message_id,
                         "content": self.prompt,
                     }
                 )

@@ -64,8 +64,13 @@ def test_full_turn(spawn: Spawn, tmp_path: Path, version: int, option: str) -> N
     prompt_id = agent.prompt(session_id, PROMPT)
     if version == 2:
         ack, _ = agent.until_response(prompt_id)
-        assert ack["result"] == {}
+        assert set(ack["result"]) == {"messageId"}
     before = agent.until(lambda m: m.get("method") == "session/request_permission")
+    if version == 2:
+        user_message = updates(before)[0]
+        assert user_message["sessionUpdate"] == "user_message"
+        assert user_message["messageId"] == ack["result"]["messageId"]
+        assert user_message["content"] == [{"type": "text", "text": PROMPT}]
     request = before[-1]
     assert not schemas.errors(version, "RequestPermissionRequest", request["params"])
     assert [o["optionId"] for o in request["params"]["options"]] == ["allow_once", "reject_once"]
