@@ -79,6 +79,7 @@ def now_rfc3339() -> str:
 
 @dataclass
 class _Pending:
+    session_id: str
     event: threading.Event = field(default_factory=threading.Event)
     response: Json | None = None
 
@@ -118,7 +119,7 @@ class Channel:
 
     def request(self, method: str, params: Json) -> Json:
         """Send a request and block until its response (the whole response message) arrives."""
-        pending = _Pending()
+        pending = _Pending(session_id=str(params.get("sessionId")))
         with self._lock:
             request_id = self._next_id
             self._next_id += 1
@@ -129,6 +130,21 @@ class Channel:
         pending.event.wait()
         assert pending.response is not None
         return pending.response
+
+    def cancel_pending(self, session_id: str) -> None:
+        """Send `$/cancel_request` for each request of this session still awaiting an answer."""
+        with self._lock:
+            for request_id, pending in self._pending.items():
+                if pending.session_id == session_id:
+                    self._write_locked(
+                        encode(
+                            {
+                                "jsonrpc": "2.0",
+                                "method": "$/cancel_request",
+                                "params": {"requestId": request_id},
+                            }
+                        )
+                    )
 
     def resolve(self, message: Json) -> None:
         """Hand a response from the client to the request that waits for it."""
@@ -266,6 +282,8 @@ class Agent:
             session = self.sessions.get(str(params.get("sessionId")))
             if session is not None and session.turn is not None:
                 session.turn.cancel.set()
+                if self.args.cancel_requests:
+                    self.channel.cancel_pending(session.session_id)
         elif method == "$/cancel_request":
             # Only a v1 prompt is still pending long enough to be cancelled; every other request
             # is answered at once. The prompt is then answered with stop reason `cancelled`.
@@ -1113,6 +1131,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--ack-message-id",
         action="store_true",
         help="v2: answer session/prompt with {messageId} (the user message id), not {}",
+    )
+    parser.add_argument(
+        "--cancel-requests",
+        action="store_true",
+        help="on session/cancel, send $/cancel_request for the session's pending requests",
     )
     parser.add_argument("--no-load", action="store_true")
     parser.add_argument("--no-resume", action="store_true")

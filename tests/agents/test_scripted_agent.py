@@ -314,6 +314,24 @@ def test_cancel_during_permission(spawn: Spawn, tmp_path: Path, version: int) ->
     assert said == "permission: cancelled"
 
 
+def test_cancel_requests_cascade(spawn: Spawn, tmp_path: Path) -> None:
+    agent, session_id = session(spawn, 2, tmp_path, "--cancel-requests")
+    agent.prompt(session_id, "permission")
+    request = agent.until(lambda m: m.get("method") == "session/request_permission")[-1]
+    agent.notify("session/cancel", {"sessionId": session_id})
+    retraction = agent.next()
+    assert retraction == {
+        "jsonrpc": "2.0",
+        "method": "$/cancel_request",
+        "params": {"requestId": request["id"]},
+    }
+    error = {"code": -32800, "message": "Request cancelled"}
+    agent.send({"jsonrpc": "2.0", "id": request["id"], "error": error})
+    messages = agent.until(is_idle)
+    assert messages[-1]["params"]["update"]["stopReason"] == "cancelled"
+    assert text_of(updates(messages, "agent_message_chunk")) == "permission: error -32800"
+
+
 @pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("script", ["sleep 20000", "slow 1000 50"])
 def test_cancel_ends_a_waiting_turn(
