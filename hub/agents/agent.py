@@ -46,7 +46,7 @@ from __future__ import annotations
 import logging
 import math
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -242,6 +242,17 @@ class Agent:
         """The last lines the current (or last) process wrote to stderr."""
         return self._last_process.stderr_tail() if self._last_process is not None else ""
 
+    async def wait_stderr(self, predicate: Callable[[str], bool]) -> None:
+        """Return once ``predicate(stderr_tail())`` holds for the current process (for
+        instance a login URL the agent prints). Bound it with a timeout."""
+        while True:
+            process = self._last_process
+            if process is not None and predicate(process.stderr_tail()):
+                return
+            if process is None:
+                raise agent_unavailable(self.name, "it has not been started")
+            await process.next_stderr_line()
+
     # -- capabilities ------------------------------------------------------------------------
 
     def supports(self, operation: str) -> bool:
@@ -364,17 +375,7 @@ class Agent:
                 tg.start_soon(self._read, live)
                 tg.start_soon(process.pump_stderr)
                 tg.start_soon(self._watch_exit, live)
-                try:
-                    with anyio.fail_after(self.policy.initialize_timeout):
-                        await self._initialize(live)
-                    await self._reattach(live)
-                except TimeoutError:
-                    start_error = agent_unavailable(
-                        self.name,
-                        f"no answer to initialize within {self.policy.initialize_timeout}s",
-                    )
-                except AgentError as exc:
-                    start_error = exc
+                start_error = await self._start_up(live)
                 if start_error is None and live.usable:
                     live.started_at = anyio.current_time()
                     started = True
@@ -402,12 +403,38 @@ class Agent:
                 live.finished.set()
         if not started:
             if start_error is None:
+                tail = process.stderr_tail()
                 start_error = agent_unavailable(
                     self.name,
-                    f"it exited during startup ({live.end_reason})",
-                    stderr=process.stderr_tail()[-2000:],
+                    f"it ended during startup ({live.end_reason}, "
+                    f"{_describe(*process.exit_status())})"
+                    + (f": {tail.splitlines()[-1][:300]}" if tail else ""),
+                    stderr=tail[-2000:],
                 )
             raise start_error
+
+    async def _start_up(self, live: _Live) -> AgentError | None:
+        """Initialize and re-attach, unless the process ends first; the error, if any."""
+        error: AgentError | None = None
+
+        async def guard(scope: anyio.CancelScope) -> None:
+            await live.ended.wait()
+            scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(guard, tg.cancel_scope)
+            try:
+                with anyio.fail_after(self.policy.initialize_timeout):
+                    await self._initialize(live)
+                await self._reattach(live)
+            except TimeoutError:
+                error = agent_unavailable(
+                    self.name, f"no answer to initialize within {self.policy.initialize_timeout}s"
+                )
+            except AgentError as exc:
+                error = exc
+            tg.cancel_scope.cancel()
+        return error  # None also when the process ended first: `_run` then says how
 
     async def _read(self, live: _Live) -> None:
         assert live.conn is not None

@@ -125,6 +125,7 @@ class AgentProcess:
         self.pid = process.pid
         self.pgid = process.pid  # the leader of a new session: its pgid is its pid
         self._stderr: deque[str] = deque(maxlen=max(1, stderr_lines))
+        self._stderr_line_event = anyio.Event()
         self._stdin_closed = False
 
     @classmethod
@@ -197,6 +198,12 @@ class AgentProcess:
             text = line.decode("utf-8", "replace")
         self._stderr.append(text)
         stderr_logger.info("agent %s stderr: %s", self.name, text)
+        self._stderr_line_event.set()
+        self._stderr_line_event = anyio.Event()
+
+    async def next_stderr_line(self) -> None:
+        """Return once the agent wrote another stderr line."""
+        await self._stderr_line_event.wait()
 
     async def wait_exit(self) -> int:
         """Return the leader's exit status once it exited, whoever still holds its pipes."""

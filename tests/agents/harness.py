@@ -199,6 +199,18 @@ def group_gone(pgid: int) -> bool:
     return False
 
 
+async def wait_group_gone(pgid: int, within: float = 5.0) -> bool:
+    """Whether group ``pgid`` has no running process left within ``within`` seconds.
+
+    Polls the kernel: nothing signals the end of a process that is not our child.
+    """
+    for _ in range(int(within / 0.05)):
+        if group_gone(pgid):
+            return True
+        await anyio.sleep(0.05)
+    return group_gone(pgid)
+
+
 class Supervised:
     """Creates supervisors for a test and remembers every process group they started."""
 
