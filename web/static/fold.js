@@ -7,10 +7,15 @@
  * arrays replace wholesale; chunks append; snapshots (terminal output, plans, config options,
  * commands, usage, state) replace. The first sight of an id creates the entity.
  *
- * Dirty keys: `m:<messageId>`, `t:<toolCallId>`, `term:<terminalId>`, `plan:<planId>`,
- * `perm:<permissionId>` for timeline entities, and the panel names `state`, `presence`,
- * `queue`, `config`, `usage`, `info`, `agent`, `lease`, `policy`, `commands`, `closed`.
- * `timeline` means entries were appended; `reset` means everything must be redrawn.
+ * The timeline holds what the hub's compaction keeps in first-appearance order: messages and
+ * tool calls (and terminals no tool call shows). Plans and permission records are session
+ * panels, so a page that replays the compacted session shows the same as one that watched
+ * it live.
+ *
+ * Dirty keys: `m:<messageId>`, `t:<toolCallId>`, `term:<terminalId>` for timeline entities,
+ * and the panel names `state`, `presence`, `queue`, `config`, `usage`, `info`, `agent`,
+ * `lease`, `policy`, `commands`, `closed`, `plans`, `permissions`. `timeline` means entries
+ * were appended; `reset` means everything must be redrawn.
  */
 
 /**
@@ -24,7 +29,7 @@
  * @typedef {{planId: string, type: string, entries: any[], raw: any}} Plan
  * @typedef {{permissionId: string, status: string, request?: any, resolvedBy?: any,
  *   outcome?: any, [key: string]: any}} PermissionRecord
- * @typedef {{kind: 'message' | 'tool' | 'terminal' | 'plan' | 'permission', id: string,
+ * @typedef {{kind: 'message' | 'tool' | 'terminal', id: string,
  *   key: string}} TimelineEntry
  */
 
@@ -181,14 +186,13 @@ export class SessionModel {
       case 'plan_update': {
         const plan = update.plan ?? {};
         const planId = String(plan.planId ?? '');
-        if (!this.plans.has(planId)) this.addEntry('plan', planId, `plan:${planId}`);
         this.plans.set(planId, {
           planId,
           type: String(plan.type ?? ''),
           entries: Array.isArray(plan.entries) ? plan.entries : [],
           raw: plan,
         });
-        this.dirty.add(`plan:${planId}`);
+        this.dirty.add('plans');
         break;
       }
       case 'available_commands_update':
@@ -230,11 +234,12 @@ export class SessionModel {
         if (!record) {
           record = { permissionId, status: 'pending' };
           this.permissions.set(permissionId, record);
-          this.addEntry('permission', permissionId, `perm:${permissionId}`);
         }
         patchInto(record, update, new Set(['sessionUpdate', 'permissionId']));
-        this.dirty.add(`perm:${permissionId}`);
         this.dirty.add('permissions');
+        // The tool call a permission is about shows the request's fate too.
+        const subjectTool = record.request?.subject?.toolCall?.toolCallId;
+        if (typeof subjectTool === 'string') this.dirty.add(`t:${subjectTool}`);
         break;
       }
       case '_hub_agent':
@@ -384,11 +389,14 @@ export class SessionModel {
   }
 
   /**
-   * The pending permission records (from `_hub_permission`).
+   * The permission records about one tool call, oldest first.
+   * @param {string} toolCallId
    * @returns {PermissionRecord[]}
    */
-  pendingPermissions() {
-    return [...this.permissions.values()].filter((record) => record.status === 'pending');
+  permissionsFor(toolCallId) {
+    return [...this.permissions.values()].filter(
+      (record) => record.request?.subject?.toolCall?.toolCallId === toolCallId,
+    );
   }
 
   /**

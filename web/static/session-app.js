@@ -199,6 +199,9 @@ export function mountSession(root, options = {}) {
         case '$/cancel_request':
           view.removeRequest(params?.requestId);
           break;
+        case '_hub/answer_refused':
+          view.announce(`Your answer was refused: ${String(params?.error?.message ?? 'unknown reason')}`);
+          break;
         default:
           console.debug('acp-hub: notification ignored', method);
       }

@@ -35,6 +35,8 @@ export const WINDOW = 300;
 /** Terminal output beyond this many bytes is trimmed from the start when drawn. */
 const TERMINAL_TAIL = 256 * 1024;
 
+const PLAN_GLYPHS = /** @type {Record<string, string>} */ ({ completed: '✓', in_progress: '▶', pending: '○' });
+
 const ROLE_RANK = { viewer: 0, approver: 1, driver: 2, owner: 3 };
 
 /**
@@ -222,6 +224,8 @@ export class SessionView {
     this.timeline.setAttribute('role', 'log');
     this.timeline.setAttribute('aria-live', 'polite');
     this.timeline.setAttribute('aria-label', 'Session transcript');
+    // A scrolling region must be reachable with the keyboard.
+    this.timeline.tabIndex = 0;
     this.earlier = button('Show earlier', () => this.revealEarlier(), 'earlier');
     this.earlier.hidden = true;
     this.empty = el('p', 'empty', 'Nothing here yet.');
@@ -235,9 +239,13 @@ export class SessionView {
     this.queuePanel = this.panel('Queue');
     this.configPanel = this.panel('Settings');
     this.usagePanel = this.panel('Usage');
+    this.planPanel = this.panel('Plan');
+    this.permissionsPanel = this.panel('Permissions');
     this.commandsPanel = this.panel('Commands');
     this.aside.append(
       this.statePanel.box,
+      this.planPanel.box,
+      this.permissionsPanel.box,
       this.presencePanel.box,
       this.queuePanel.box,
       this.configPanel.box,
@@ -400,7 +408,8 @@ export class SessionView {
       dialog.append(pre);
       if (subject.cwd) dialog.append(el('p', 'permission-cwd', `in ${String(subject.cwd)}`));
     } else if (subject?.type === 'tool_call' && subject.toolCall) {
-      const tool = subject.toolCall;
+      const known = this.model.tools.get(String(subject.toolCall.toolCallId));
+      const tool = { ...known, ...subject.toolCall };
       const line = el('p', 'permission-subject');
       line.append(el('span', 'tool-kind', labelize(tool.kind ?? 'tool')), document.createTextNode(` ${String(tool.title ?? tool.toolCallId ?? '')}`));
       dialog.append(line);
@@ -470,7 +479,7 @@ export class SessionView {
   render() {
     const dirty = this.model.takeDirty();
     if (dirty.size === 0) return;
-    const scroller = document.scrollingElement;
+    const scroller = this.scroller();
     const atBottom =
       this.stickToBottom ||
       (scroller ? scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 120 : true);
@@ -482,7 +491,7 @@ export class SessionView {
       this.terminalBoxes.clear();
       this.start = 0;
       this.end = 0;
-      for (const name of ['state', 'presence', 'queue', 'config', 'usage', 'info', 'agent', 'lease', 'policy', 'commands', 'closed', 'permissions']) {
+      for (const name of ['state', 'presence', 'queue', 'config', 'usage', 'info', 'agent', 'lease', 'policy', 'commands', 'closed', 'permissions', 'plans']) {
         dirty.add(name);
       }
     }
@@ -525,15 +534,32 @@ export class SessionView {
     if (dirty.has('usage')) this.drawUsage();
     if (dirty.has('commands')) this.drawCommands();
     if (dirty.has('info')) this.drawInfo();
-    if (dirty.has('permissions')) this.syncRequests();
+    if (dirty.has('plans')) this.drawPlans();
+    if (dirty.has('permissions')) {
+      this.drawPermissions();
+      this.syncRequests();
+    }
 
     if (atBottom && scroller) scroller.scrollTop = scroller.scrollHeight;
     this.root.dispatchEvent(new CustomEvent('rendered'));
   }
 
+  /**
+   * The element that scrolls the transcript: the timeline itself in the desktop layout, the
+   * main column on narrow screens, the document in the embed view.
+   * @returns {Element | null}
+   */
+  scroller() {
+    for (const candidate of [this.timeline, this.main]) {
+      const overflow = getComputedStyle(candidate).overflowY;
+      if (overflow === 'auto' || overflow === 'scroll') return candidate;
+    }
+    return document.scrollingElement;
+  }
+
   /** Reveal the previous window of entries above the drawn ones. */
   revealEarlier() {
-    const scroller = document.scrollingElement;
+    const scroller = this.scroller();
     const before = scroller ? scroller.scrollHeight : 0;
     const from = Math.max(0, this.start - WINDOW);
     const fragment = document.createDocumentFragment();
@@ -567,8 +593,6 @@ export class SessionView {
     const id = key.slice(colon + 1);
     if (kind === 'm') this.drawMessage(node, id);
     else if (kind === 't') this.drawTool(node, id);
-    else if (kind === 'plan') this.drawPlan(node, id);
-    else if (kind === 'perm') this.drawPermission(node, id);
     else if (kind === 'term') this.drawStandaloneTerminal(node, id);
   }
 
@@ -599,7 +623,6 @@ export class SessionView {
     if (message.role === 'user') {
       const sender = this.model.prompts.get(id);
       who = sender?.name ? String(sender.name) : 'User';
-      if (sender?.clientId && sender.clientId === this.clientId) who += ' (you)';
     } else {
       who = this.agentName || 'Agent';
     }
@@ -639,6 +662,7 @@ export class SessionView {
       else content.append(el('p', 'block-other', `[${String(item?.type ?? 'unknown')} content]`));
     }
     parts.push(content);
+    for (const record of this.model.permissionsFor(id)) parts.push(this.permissionLine(record));
     if (tool.rawInput !== undefined && !(Array.isArray(tool.content) && tool.content.length)) {
       const details = el('details', 'tool-raw');
       details.append(el('summary', '', 'Input'), el('pre', '', JSON.stringify(tool.rawInput, null, 2)));
@@ -722,39 +746,15 @@ export class SessionView {
   }
 
   /**
-   * @param {HTMLElement} node
-   * @param {string} planId
+   * One line telling a permission request's fate.
+   * @param {import('./fold.js').PermissionRecord} record
+   * @returns {HTMLElement}
    */
-  drawPlan(node, planId) {
-    const plan = this.model.plans.get(planId);
-    if (!plan) return;
-    node.className = 'entry entry-plan plan';
-    const header = el('header', 'plan-header', 'Plan');
-    if (plan.type !== 'items') {
-      node.replaceChildren(header, el('p', 'block-other', `[${plan.type} plan]`));
-      return;
-    }
-    const list = el('ol', 'plan-entries');
-    for (const entry of plan.entries) {
-      const status = String(entry?.status ?? 'pending');
-      const item = el('li', `plan-entry plan-${status.replace(/[^a-z_]/gi, '')}`);
-      item.append(el('span', 'plan-status', labelize(status)), el('span', 'plan-content', String(entry?.content ?? '')));
-      if (entry?.priority) item.append(el('span', 'plan-priority', String(entry.priority)));
-      list.append(item);
-    }
-    node.replaceChildren(header, list);
-  }
-
-  /**
-   * @param {HTMLElement} node
-   * @param {string} permissionId
-   */
-  drawPermission(node, permissionId) {
-    const record = this.model.permissions.get(permissionId);
-    if (!record) return;
-    node.className = `entry entry-permission perm perm-${String(record.status).replace(/[^a-z_]/gi, '')}`;
-    const title = String(record.request?.title ?? record.request?.toolCall?.title ?? 'Permission');
-    const line = el('p', 'perm-line');
+  permissionLine(record) {
+    const status = String(record.status).replace(/[^a-z_]/gi, '');
+    const line = el('p', `perm perm-${status}`);
+    line.dataset.permissionId = record.permissionId;
+    const title = String(record.request?.title ?? 'Permission');
     line.append(el('span', 'perm-label', 'Permission'), el('span', 'perm-title', title));
     let text;
     switch (record.status) {
@@ -763,8 +763,7 @@ export class SessionView {
         break;
       case 'resolved': {
         const by = record.resolvedBy?.name ?? record.resolvedBy?.clientId ?? 'someone';
-        const how = describeOutcome(record);
-        text = `${how || 'answered'} by ${by}`;
+        text = `${describeOutcome(record) || 'answered'} by ${by}`;
         break;
       }
       case 'timed_out':
@@ -774,11 +773,45 @@ export class SessionView {
         text = labelize(record.status);
     }
     line.append(el('span', 'perm-result', text));
-    node.replaceChildren(line);
+    return line;
   }
 
   // -------------------------------------------------------------------------------------------
   // Side panels
+
+  drawPlans() {
+    const parts = [];
+    for (const plan of this.model.plans.values()) {
+      if (plan.type !== 'items') {
+        parts.push(el('p', 'block-other', `[${plan.type} plan]`));
+        continue;
+      }
+      const list = el('ol', 'plan-entries');
+      list.dataset.planId = plan.planId;
+      for (const entry of plan.entries) {
+        const status = String(entry?.status ?? 'pending');
+        const item = el('li', `plan-entry plan-${status.replace(/[^a-z_]/gi, '')}`);
+        const glyph = el('span', 'plan-glyph', PLAN_GLYPHS[status] ?? '•');
+        glyph.setAttribute('aria-hidden', 'true');
+        item.append(glyph, el('span', 'plan-content', String(entry?.content ?? '')), el('span', 'plan-status', labelize(status)));
+        if (entry?.priority) item.append(el('span', 'plan-priority', String(entry.priority)));
+        list.append(item);
+      }
+      parts.push(list);
+    }
+    this.planPanel.body.replaceChildren(...parts);
+    this.planPanel.box.hidden = parts.length === 0;
+  }
+
+  drawPermissions() {
+    const records = [...this.model.permissions.values()];
+    const list = el('div', 'perm-list');
+    for (const record of records) list.append(this.permissionLine(record));
+    this.permissionsPanel.body.replaceChildren(list);
+    this.permissionsPanel.box.hidden = records.length === 0;
+    const last = records[records.length - 1];
+    if (last && last.status !== 'pending') this.announce(`Permission ${last.request?.title ?? ''}: ${list.lastElementChild?.querySelector('.perm-result')?.textContent ?? ''}`);
+  }
 
   drawState() {
     const fg = this.model.fg;

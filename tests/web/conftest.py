@@ -1,0 +1,127 @@
+"""Fixtures of the browser tests: a real hub subprocess, Debian's Chromium, host pages.
+
+The hub runs as ``acp-hub demo --port 0`` (the built-in demo agent in fast mode) with the
+project's scripted agent as a second agent and one embedding origin allowed; Chromium is
+driven by Playwright's sync API.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.support import ROOT, require_binary
+from tests.web.harness import CHROMIUM_ARGS, SCRIPTED, WAIT_MS, Embedding, HostPages, Hub
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    return require_binary("chromium")
+
+
+@pytest.fixture(scope="session")
+def embedding() -> Iterator[Embedding]:
+    allowed, refused = HostPages(), HostPages()
+    try:
+        yield Embedding(allowed, refused)
+    finally:
+        allowed.close()
+        refused.close()
+
+
+@pytest.fixture(scope="session")
+def hub(embedding: Embedding, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    """``acp-hub demo --port 0`` with the scripted agent and one allowed embedding origin."""
+    config = tmp_path_factory.mktemp("hub") / "acp-hub.toml"
+    config.write_text(f'[hub]\nembed_origins = ["{embedding.allowed.origin}"]\n')
+    scripted = shlex.join([sys.executable, str(SCRIPTED), "--protocol", "2"])
+    command = [
+        sys.executable,
+        "-m",
+        "hub.cli",
+        "demo",
+        "--port",
+        "0",
+        "--config",
+        str(config),
+        "--agent",
+        f"scripted={scripted}",
+        "--log-level",
+        "warning",
+    ]
+    env = {**os.environ, "ACP_HUB_DEMO_FAST": "1"}
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, bufsize=1
+    )
+    assert process.stdout is not None
+    url = None
+    # The first line announces the address; at EOF (the hub died) the loop ends.
+    for line in process.stdout:
+        match = re.match(r"acp-hub: listening on (http://\S+)", line)
+        if match:
+            url = match.group(1)
+            break
+    stdout = process.stdout
+    # Keep draining stdout so the hub never blocks on a full pipe.
+    drain = threading.Thread(target=stdout.read, daemon=True)
+    drain.start()
+    try:
+        if url is None:
+            pytest.fail(f"the hub did not start (exit {process.wait()})")
+        yield Hub(url)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        drain.join(timeout=10)
+        stdout.close()
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path: str) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        try:
+            yield instance
+        finally:
+            instance.close()
+
+
+@pytest.fixture
+def new_page(browser: Any) -> Iterator[Callable[..., Any]]:
+    """Open pages, each in its own browser context (own storage and sockets). A page error or
+    any JavaScript dialog (alert, confirm) fails the test."""
+    contexts: list[Any] = []
+    errors: list[str] = []
+
+    def make(**options: Any) -> Any:
+        context = browser.new_context(**options)
+        context.set_default_timeout(WAIT_MS)
+        contexts.append(context)
+        page = context.new_page()
+        page.on("pageerror", lambda error: errors.append(f"page error: {error}"))
+
+        def on_dialog(dialog: Any) -> None:
+            errors.append(f"dialog opened: {dialog.message}")
+            dialog.dismiss()
+
+        page.on("dialog", on_dialog)
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+    assert not errors, errors

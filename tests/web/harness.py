@@ -1,0 +1,179 @@
+"""Helpers of the browser tests: the hub handle, host pages for the widget, a TCP proxy
+that can cut connections, and page actions shared by the tests."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tests.support import ROOT
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+SCRIPTED = ROOT / "tests" / "agents" / "scripted_agent.py"
+WAIT_MS = 20_000
+"""Playwright's default wait, in milliseconds."""
+
+
+@dataclass
+class Hub:
+    url: str
+
+
+HOST_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Host application</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<script src="{hub}/widget.js" defer></script></head>
+<body style="font-family: system-ui, sans-serif; margin: 24px; max-width: 760px">
+<h1>Our product page</h1>
+<p>The agent session below is live, served by acp-hub.</p>
+<acp-session hub="{hub}" session="{session}" role="viewer" max-height="560"></acp-session>
+</body></html>
+"""
+
+
+class HostPages:
+    """An HTTP server on its own loopback port (its own origin) whose page embeds a session
+    with the widget: ``/?hub=URL&session=ID``."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                query = parse_qs(urlsplit(self.path).query)
+                hub = query.get("hub", [""])[0]
+                session = query.get("session", [""])[0]
+                if not re.fullmatch(r"http://127\.0\.0\.1:\d+", hub) or not re.fullmatch(
+                    r"[A-Za-z0-9_.-]+", session
+                ):
+                    self.send_error(400)
+                    return
+                body = HOST_PAGE.format(hub=hub, session=session).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def page(self, hub: str, session: str) -> str:
+        return f"{self.origin}/?hub={hub}&session={session}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@dataclass
+class Embedding:
+    allowed: HostPages
+    refused: HostPages
+
+
+class TcpProxy:
+    """A loopback TCP proxy in front of the hub whose ``sever()`` cuts every open connection
+    abruptly (the browser sees the WebSocket close with 1006), as a network drop would."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.lock = threading.Lock()
+        self.sockets: list[socket.socket] = []
+        self.accepted = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            with self.lock:
+                self.sockets += [client, upstream]
+                self.accepted += 1
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def sever(self) -> None:
+        """Cut every connection open now."""
+        with self.lock:
+            doomed, self.sockets = self.sockets, []
+        for sock in doomed:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    def close(self) -> None:
+        self.listener.close()
+        self.sever()
+
+
+def start_session(page: Any, hub_url: str, agent: str = "demo", query: str = "") -> str:
+    """Start a session from the sessions page's form; the page ends on the session page."""
+    page.goto(f"{hub_url}/{query}")
+    page.select_option("#new-agent", agent)
+    page.fill("#new-cwd", str(ROOT))
+    page.click("text=Start session")
+    page.wait_for_url("**/s/**")
+    page.wait_for_selector("[data-connection=ready]")
+    return str(page.url.split("/s/")[1].split("?")[0])
+
+
+def send_prompt(page: Any, text: str) -> None:
+    """Type a prompt and send it with Enter."""
+    page.fill("#prompt-input", text)
+    page.press("#prompt-input", "Enter")
+
+
+def wait_idle(page: Any, timeout: float = WAIT_MS) -> None:
+    """Wait until the session's foreground state is idle with a stop reason."""
+    page.wait_for_selector(".state-badge.state-idle", timeout=timeout)
+
+
+def transcript(page: Any) -> str:
+    """The visible text of the conversation (messages, tool calls, terminals)."""
+    return str(page.locator(".entries").inner_text())
+
+
+def screenshot_path(name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    return SCREENSHOTS / name
