@@ -97,6 +97,7 @@ class ClientConnection:
         self._name = "client"
         self._version = 0
         self._hub_events = False
+        self._batches = False
         self.state = ConnectionState.NEW
         self._outbox = Outbox(writer, settings.outbox_bytes, name=self.connection_id)
         self._requests: IdMap[ReplyHandler] = IdMap()
@@ -126,6 +127,10 @@ class ClientConnection:
     @property
     def hub_events(self) -> bool:
         return self._hub_events
+
+    @property
+    def batches(self) -> bool:
+        return self._batches
 
     @property
     def outbox(self) -> Outbox:
@@ -453,6 +458,7 @@ async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
             conn._role = requested
     conn._version = version
     conn._hub_events = version >= 2 or hub_meta.get("events") is True
+    conn._batches = version >= 2 and hub_meta.get("batches") is True
     conn.state = ConnectionState.READY
     supervisor = conn.registry.supervisor
     agents = [{"name": n, "default": n == supervisor.default_name} for n in supervisor.names()]

@@ -17,7 +17,9 @@ class ClientHandle(Protocol):
     """One client connection, as seen by the sessions it is attached to.
 
     ``version`` is the ACP version negotiated on the connection; ``hub_events`` whether it
-    receives ``_hub_*`` updates (always for v2; for v1 only when asked for at initialize).
+    receives ``_hub_*`` updates (always for v2; for v1 only when asked for at initialize);
+    ``batches`` whether notifications may be grouped into JSON-RPC batch frames (v2 clients
+    that asked for it at initialize: ACP v2 allows batches, but common clients refuse them).
     Every frame for the client goes through ``outbox``, so responses, notifications and hub
     requests stay in one order.
     """
@@ -36,6 +38,9 @@ class ClientHandle(Protocol):
 
     @property
     def hub_events(self) -> bool: ...
+
+    @property
+    def batches(self) -> bool: ...
 
     @property
     def outbox(self) -> Outbox: ...

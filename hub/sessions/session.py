@@ -323,8 +323,9 @@ class Session:
         self.emit({"sessionUpdate": "_hub_presence", "clients": clients})
 
     def _pages(self, client: ClientHandle, frames: list[bytes]) -> list[bytes]:
-        """Group notification frames into v2 batch frames of bounded size."""
-        if client.version < 2 or len(frames) <= 1:
+        """Group notification frames into v2 batch frames of bounded size (only for clients
+        that asked for batches: the TypeScript SDK, for one, drops every batch it receives)."""
+        if not client.batches or len(frames) <= 1:
             return frames
         pages: list[bytes] = []
         current: list[bytes] = []
@@ -521,9 +522,13 @@ class Session:
             )
         if client.version >= 2:
             meta: dict[str, Any] = {"queued": False}
+            result: dict[str, Any] = {"_meta": {"acp-hub": meta}}
             if ack.message_id is not None:
                 meta["messageId"] = ack.message_id
-            return {"_meta": {"acp-hub": meta}}
+                # v2 clients (the TypeScript SDK's among them) expect the user message's id
+                # at the top level of the prompt answer, as v2 agents give it.
+                result["messageId"] = ack.message_id
+            return result
         await turn.ended.wait()
         if turn.error is not None and turn.stop_reason is None:
             raise SessionFailure(turn.error)

@@ -95,7 +95,7 @@ async def test_late_joiner_replay_folds_to_the_live_state() -> None:
         await wait_idle(live, sid, 2)
         log_length = live.last_seq(sid)
         assert log_length > 3000
-        async with acp_client(hub.url) as late:
+        async with acp_client(hub.url, batches=True) as late:
             frames_before = len(late.frames)
             result = await late.call(
                 "session/resume",
