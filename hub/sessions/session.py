@@ -770,7 +770,9 @@ class Session:
         params = {"sessionId": self.id, **pending.params}
         if client.version < 2:
             try:
-                params = {"sessionId": self.id, **permission_request_v2_to_v1(pending.params)}
+                # The stored request has no sessionId (each copy names the hub's session id).
+                v1_params = permission_request_v2_to_v1(params)
+                params = {**v1_params, "sessionId": self.id}
             except ProtocolError as exc:
                 log.warning("! %s: permission request not representable for v1: %s", self.id, exc)
                 return
