@@ -1,0 +1,191 @@
+"""The JSON-RPC connection to an agent process: id spaces, withdrawals, answers per JSON-RPC."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from hub.agents.connection import Connection
+from hub.agents.errors import AgentError, agent_unavailable
+from hub.agents.process import AgentProcess
+from hub.agents.spec import AgentSpec
+from hub.protocol.errors import METHOD_NOT_FOUND, REQUEST_CANCELLED, method_not_found
+from tests.agents.harness import SCRIPTED_AGENT
+
+# An agent that, once initialized, writes the lines of the file named by argv[1] to stdout,
+# and echoes every line it reads to stderr as `got <line>`.
+ECHO_AGENT = r"""
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+for raw in sys.stdin:
+    sys.stderr.write("got " + raw.strip() + "\n"); sys.stderr.flush()
+    msg = json.loads(raw)
+    if msg.get("method") == "initialize":
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result":
+                         {"protocolVersion": 2, "info": {"name": "echo", "version": "1"},
+                          "capabilities": {}}}) + "\n")
+        sys.stdout.write("".join(line + "\n" for line in lines)); sys.stdout.flush()
+"""
+
+
+@asynccontextmanager
+async def connected(
+    spec: AgentSpec,
+    on_request: Any = None,
+    notifications: list[tuple[str, dict[str, Any]]] | None = None,
+) -> AsyncIterator[tuple[AgentProcess, Connection]]:
+    async def refuse(method: str, params: dict[str, Any]) -> Any:
+        raise AgentError(method_not_found(method))
+
+    seen = notifications if notifications is not None else []
+    process = await AgentProcess.spawn(spec)
+    try:
+        async with anyio.create_task_group() as tg:
+            conn = Connection(
+                spec.name,
+                process.stdin,
+                process.stdout,
+                tg,
+                on_request=on_request or refuse,
+                on_notification=lambda m, p: seen.append((m, p)),
+            )
+            tg.start_soon(conn.run)
+            tg.start_soon(process.pump_stderr)
+            yield process, conn
+            tg.cancel_scope.cancel()
+    finally:
+        await process.stop("test over")
+        await process.aclose()
+
+
+async def wait_stderr(process: AgentProcess, needle: str, count: int = 1) -> None:
+    with anyio.fail_after(10):
+        while process.stderr_tail().count(needle) < count:
+            await process.next_stderr_line()
+
+
+class _Seen(logging.Handler):
+    """Sets ``event`` when a log record contains ``needle``."""
+
+    def __init__(self, needle: str) -> None:
+        super().__init__()
+        self.needle = needle
+        self.event = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.needle in record.getMessage():
+            self.event.set()
+
+
+async def test_cancelled_request_is_withdrawn_and_its_late_answer_ignored(
+    tmp_path: Path,
+) -> None:
+    spec = AgentSpec("scripted", sys.executable, (str(SCRIPTED_AGENT), "--protocol", "1"))
+    late = _Seen("ignored an answer to id 2")
+    logger = logging.getLogger("hub.agents")
+    logger.addHandler(late)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        async with connected(spec) as (_process, conn):
+            await conn.request("initialize", {"protocolVersion": 1})
+            new = await conn.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            prompt = {
+                "sessionId": new["sessionId"],
+                "prompt": [{"type": "text", "text": "sleep 20000"}],
+            }
+            with anyio.move_on_after(0.5) as scope:
+                await conn.request("session/prompt", prompt)  # id 2
+            assert scope.cancelled_caught
+            assert conn.pending == 0  # forgotten locally at once
+            # The agent got $/cancel_request for id 2 and answered it, long before the
+            # 20 s: the answer arrived and was ignored.
+            with anyio.fail_after(10):
+                await late.event.wait()
+            prompt["prompt"] = [{"type": "text", "text": "say ok"}]
+            assert await conn.request("session/prompt", prompt) == {"stopReason": "end_turn"}
+    finally:
+        logger.removeHandler(late)
+        logger.setLevel(level)
+
+
+async def test_agent_ids_from_zero_withdrawal_and_unknown_methods(tmp_path: Path) -> None:
+    script = tmp_path / "echo_agent.py"
+    script.write_text(ECHO_AGENT)
+    lines = tmp_path / "lines.txt"
+    lines.write_text(
+        "\n".join(
+            json.dumps(m)
+            for m in [
+                # Its own ids start at 0, like ours: both are in flight at once.
+                {
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "session/request_permission",
+                    "params": {"sessionId": "s"},
+                },
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "fs/read_text_file",
+                    "params": {"sessionId": "s", "path": "/etc/passwd"},
+                },
+                {"jsonrpc": "2.0", "method": "_vendor/hello", "params": {"x": 1}},
+                {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 0}},
+            ]
+        )
+    )
+    spec = AgentSpec("echo", sys.executable, (str(script), str(lines)))
+    started = anyio.Event()
+    cancelled = anyio.Event()
+    notes: list[tuple[str, dict[str, Any]]] = []
+
+    async def on_request(method: str, params: dict[str, Any]) -> Any:
+        if method == "session/request_permission":
+            started.set()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                cancelled.set()
+        raise AgentError(method_not_found(method))
+
+    async with connected(spec, on_request, notes) as (process, conn):
+        await conn.request("initialize", {"protocolVersion": 2})
+        with anyio.fail_after(10):
+            await started.wait()
+            await cancelled.wait()
+        await wait_stderr(process, f'"id":0,"error":{{"code":{REQUEST_CANCELLED}')
+        await wait_stderr(process, f'"id":1,"error":{{"code":{METHOD_NOT_FOUND}')
+        assert notes == [("_vendor/hello", {"x": 1})]
+
+
+async def test_garbage_gets_parse_error_with_null_id(tmp_path: Path) -> None:
+    script = tmp_path / "echo_agent.py"
+    script.write_text(ECHO_AGENT)
+    lines = tmp_path / "lines.txt"
+    lines.write_text('not json at all\n{"jsonrpc": "2.0", "id": 7}\n[1, 2]\n')
+    spec = AgentSpec("echo", sys.executable, (str(script), str(lines)))
+    async with connected(spec) as (process, conn):
+        await conn.request("initialize", {"protocolVersion": 2})
+        await wait_stderr(process, '"id":null,"error":{"code":-32700')
+        await wait_stderr(process, '"id":7,"error":{"code":-32600')
+        # The array is refused too: batches are a v2 feature, and stdio frames are single.
+        await wait_stderr(process, '"id":null,"error":{"code":-32600', count=1)
+
+
+async def test_requests_fail_once_closed(tmp_path: Path) -> None:
+    spec = AgentSpec("scripted", sys.executable, (str(SCRIPTED_AGENT),))
+    async with connected(spec) as (_process, conn):
+        await conn.request("initialize", {"protocolVersion": 2})
+        conn.close(agent_unavailable("scripted", "test").error)
+        with pytest.raises(AgentError) as closed:
+            await conn.request("session/list", {})
+        assert "test" in closed.value.error.message
