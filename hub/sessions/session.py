@@ -51,6 +51,7 @@ from hub.protocol.translate import (
     permission_outcome_for_agent,
     permission_request_v2_to_v1,
 )
+from hub.sessions import arbiter
 from hub.sessions.client import ClientHandle
 from hub.sessions.log import Event, EventLog
 from hub.settings import Settings, role_rank
@@ -108,6 +109,8 @@ class PendingPermission:
     params: dict[str, Any]
     options: list[Any]
     copies: dict[str, Any] = field(default_factory=dict)  # client id -> request id it got
+    declined: set[str] = field(default_factory=set)
+    """Clients that answered their copy with an error (or cannot be shown it): not re-offered."""
     done: anyio.Event = field(default_factory=anyio.Event)
     outcome: dict[str, Any] | None = None
     resolved_by: ClientHandle | None = None
@@ -122,6 +125,8 @@ class Turn:
     ended: anyio.Event = field(default_factory=anyio.Event)
     stop_reason: str | None = None
     error: RpcError | None = None
+    cancelling: bool = False
+    """A ``session/cancel`` for this turn went to the agent (it goes once)."""
 
 
 class Session:
@@ -243,14 +248,19 @@ class Session:
         after: tuple[int, int] | None = None,
         role: str | None = None,
         via_attach: bool = False,
+        message_id: str | None = None,
     ) -> dict[str, Any]:
         """Attach ``client`` and queue its catch-up in its outbox.
 
         ``replay`` is ``None`` (live only), ``"start"`` (compacted replay) or ``"after"`` with
         ``after = (epoch, seq)`` (the events after ``seq``, or a reset and the compacted replay
-        when the cursor cannot be served). Returns the cursor meta ``{"epoch", "seq"}``: the
-        client holds the state up to ``seq``. The caller must queue the response before
-        yielding to the event loop, so that it precedes every later event.
+        when the cursor cannot be served). For ``session/attach``: ``"pending_only"`` (only
+        what waits: pending permission records, queue, lease, policies, state) and
+        ``"message"`` with ``message_id`` (the retained events after the last one of that
+        message, or a reset and the compacted replay when the log does not hold it).
+        ``role`` is capped at the client's own role. Returns the cursor meta
+        ``{"epoch", "seq"}``: the client holds the state up to ``seq``. The caller must queue
+        the response before yielding to the event loop, so that it precedes every later event.
         """
         replay_frames: list[bytes]
         if replay == "after" and after is not None:
@@ -262,26 +272,44 @@ class Session:
                 replay_frames = self._event_frames(client, events)
         elif replay in ("start", "after"):
             replay_frames = self._replay_frames(client)
+        elif replay == "pending_only":
+            meta = {"epoch": self.log.epoch, "replay": True}
+            pending = arbiter.pending_only(compact(self.state))
+            updates = self._replay_updates_for(client, pending)
+            replay_frames = self._pages(client, [self._frame(u, meta) for u in updates])
+        elif replay == "message" and message_id is not None:
+            last = self._last_event_of(message_id)
+            events = None if last is None else self.log.after(last)
+            if events is None:
+                replay_frames = self._reset_frames(client, self.log.epoch, 0)
+            else:
+                replay_frames = self._event_frames(client, events)
         else:
             replay_frames = []
         cursor = {"epoch": self.log.epoch, "seq": self.log.last_seq}
         for frame in replay_frames:
             client.outbox.push(frame, bounded=False)
-        effective = role if role is not None else client.role
-        if role_rank(effective) > role_rank(client.role):
-            effective = client.role
+        effective = arbiter.capped(role, client.role)
         previous = self.attached.get(client.client_id)
         self.attached[client.client_id] = Attachment(client, now_iso(), effective, via_attach)
         if previous is not None and previous.role == effective:
             self.attached[client.client_id].since = previous.since
         return cursor
 
+    def _last_event_of(self, message_id: str) -> int | None:
+        """The seq of the newest retained event of message ``message_id``."""
+        events = self.log.after(self.log.first_retained - 1) or []
+        for event in reversed(events):
+            if arbiter.updates_message(event.update, message_id):
+                return event.seq
+        return None
+
     def announce(self, client: ClientHandle) -> None:
         """After the attach response was queued: tell everyone who joined, and offer the new
         client the permission requests it may answer."""
         if client.client_id not in self.attached:
             return
-        self._presence_changed()
+        self._presence_changed(joined=client.client_id)
         self._offer_pending(client)
         self._changed()
 
@@ -298,8 +326,8 @@ class Session:
             if entry.client.client_id == client.client_id and not entry.withdrawn:
                 self._withdraw(entry)
         if self.lease_holder is not None and self.lease_holder.client_id == client.client_id:
-            self._set_lease(None)
-        self._presence_changed()
+            self._set_lease(None, reason=reason)
+        self._presence_changed(left=client.client_id, reason=reason)
         for other in self.attached.values():
             if other.via_attach:
                 other.client.notify(
@@ -309,7 +337,11 @@ class Session:
         self._changed()
         self._check_unanswerable()
 
-    def _presence_changed(self) -> None:
+    def _presence_changed(
+        self, *, joined: str | None = None, left: str | None = None, reason: str | None = None
+    ) -> None:
+        """Emit the attached-client list; ``joined`` / ``left`` (with ``reason``) name the
+        change, so that joins and leaves are events of the log."""
         clients = [
             {
                 "clientId": a.client.client_id,
@@ -320,7 +352,13 @@ class Session:
             }
             for a in self.attached.values()
         ]
-        self.emit({"sessionUpdate": "_hub_presence", "clients": clients})
+        update: dict[str, Any] = {"sessionUpdate": "_hub_presence", "clients": clients}
+        if joined is not None:
+            update["joined"] = joined
+        if left is not None:
+            update["left"] = left
+            update["reason"] = reason or "detached"
+        self.emit(update)
 
     def _pages(self, client: ClientHandle, frames: list[bytes]) -> list[bytes]:
         """Group notification frames into v2 batch frames of bounded size (only for clients
@@ -481,7 +519,7 @@ class Session:
                         {"holder": None if holder is None else holder.client_id},
                     )
                 )
-            self.lease_expires = time.monotonic() + self.settings.lease_timeout
+            self._touch_lease()
         if self.busy or self.queue:
             if self.prompt_policy == "reject":
                 raise SessionFailure(
@@ -546,6 +584,13 @@ class Session:
         self.turn = None
         for pending in list(self.permissions.values()):
             self._finish_permission(pending, None, "cancelled")
+        holder = self.lease_holder
+        if (
+            holder is not None
+            and turn.client is not None
+            and holder.client_id == turn.client.client_id
+        ):
+            self._touch_lease()  # inactivity counts from the end of the holder's turn
         self._changed()
         self._pump_queue()
 
@@ -561,7 +606,12 @@ class Session:
             self._pump_queue()
             return {"_meta": {"acp-hub": {"queued": True, "queueId": entry.queue_id}}}
         self._pump_queue()
-        await entry.started.wait()
+        try:
+            await entry.started.wait()
+        finally:
+            if not entry.started.is_set() and entry in self.queue:
+                # The v1 client cancelled its prompt ($/cancel_request) or went away.
+                self._withdraw(entry)
         if entry.error is not None:
             raise SessionFailure(entry.error)
         return entry.result or {"stopReason": "end_turn"}
@@ -582,6 +632,7 @@ class Session:
 
     def withdraw(self, client: ClientHandle, queue_id: str) -> None:
         """Withdraw a queued prompt; only its sender (or an owner) may."""
+        self.require(client, "driver", "_hub/queue/withdraw")
         for entry in self.queue:
             if entry.queue_id == queue_id and not entry.withdrawn:
                 if entry.client.client_id != client.client_id and not self.may(client, "owner"):
@@ -621,6 +672,7 @@ class Session:
         entry = self.queue.pop(0)
         self._queue_changed()
         if entry.withdrawn:
+            self._pump_queue()
             return
         try:
             result = await self._start_turn(entry.client, entry.blocks)
@@ -633,28 +685,70 @@ class Session:
     async def cancel(self, client: ClientHandle) -> None:
         """Cancel the turn in progress: forwarded once; pending permissions resolve cancelled."""
         self.require(client, "driver", "session/cancel")
-        for pending in list(self.permissions.values()):
-            self._finish_permission(pending, None, "cancelled")
-        if self.turn is None and self.state.foreground == "idle":
+        turn = self.turn
+        if turn is None and self.state.foreground == "idle":
             return
-        await self.agent.cancel(self.agent_session_id)
+        if turn is not None:
+            if turn.cancelling:
+                return  # another driver's cancel of this turn already went to the agent
+            turn.cancelling = True
+        # The agent is told first, then its pending permission requests are answered
+        # `cancelled` (the order ACP asks of a client), so that the turn ends `cancelled`.
+        try:
+            await self.agent.cancel(self.agent_session_id)
+        finally:
+            for pending in list(self.permissions.values()):
+                self._finish_permission(pending, None, "cancelled")
 
     # -- leases and policies -----------------------------------------------------------------
 
     def _expire_lease(self) -> None:
-        if self.lease_holder is not None and time.monotonic() > self.lease_expires:
-            self._set_lease(None)
+        self.expire_lease()
 
-    def _set_lease(self, holder: ClientHandle | None) -> None:
+    def expire_lease(self) -> float | None:
+        """Take the lease from a holder inactive for ``lease_timeout`` seconds.
+
+        Returns the seconds after which to call again, or ``None`` when nobody holds the
+        lease. The holder's running turn counts as activity; its end starts the clock again.
+        """
+        holder = self.lease_holder
+        if holder is None:
+            return None
+        turn = self.turn
+        if (
+            turn is not None
+            and turn.client is not None
+            and turn.client.client_id == holder.client_id
+        ):
+            return self.settings.lease_timeout
+        left = self.lease_expires - time.monotonic()
+        if left > 0:
+            return left
+        log.info("= %s: the lease of %s expired", self.id, holder.client_id)
+        self._set_lease(None, reason="expired")
+        return None
+
+    def _touch_lease(self) -> None:
+        """The holder was active: the lease runs for ``lease_timeout`` from now."""
+        if self.lease_holder is not None:
+            self._set_lease(self.lease_holder, reason="renewed")
+
+    def _set_lease(self, holder: ClientHandle | None, *, reason: str) -> None:
+        previous = self.lease_holder
         self.lease_holder = holder
         self.lease_expires = time.monotonic() + self.settings.lease_timeout
-        payload: dict[str, Any] = {"sessionUpdate": "_hub_lease", "holder": None}
+        payload: dict[str, Any] = {"sessionUpdate": "_hub_lease", "holder": None, "reason": reason}
         if holder is not None:
             payload["holder"] = {"clientId": holder.client_id, "name": holder.name}
             payload["expiresAt"] = time.strftime(
                 "%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + self.settings.lease_timeout)
             )
         self.emit(payload)
+        same = (previous is None) == (holder is None) and (
+            previous is None or holder is None or previous.client_id == holder.client_id
+        )
+        if not same and self.permission_policy == "lease":
+            self._reoffer_permissions()
 
     def lease(self, client: ClientHandle, action: str, target: str | None = None) -> dict[str, Any]:
         """``request`` / ``release`` the prompt lease, or ``grant`` it (owner) to ``target``."""
@@ -669,23 +763,31 @@ class Session:
                         {"holder": self.lease_holder.client_id},
                     )
                 )
-            self._set_lease(client)
+            self._set_lease(client, reason="requested")
         elif action == "release":
-            if self.lease_holder is not None and (
-                self.lease_holder.client_id == client.client_id or self.may(client, "owner")
-            ):
-                self._set_lease(None)
+            self.require(client, "driver", "_hub/lease/release")
+            holder = self.lease_holder
+            if holder is not None:
+                if holder.client_id != client.client_id and not self.may(client, "owner"):
+                    raise SessionFailure(
+                        hub_error(
+                            NOT_LEASE_HOLDER,
+                            "Only the lease holder or an owner can release the lease",
+                            {"holder": holder.client_id},
+                        )
+                    )
+                self._set_lease(None, reason="released")
         elif action == "grant":
             self.require(client, "owner", "_hub/lease/grant")
             if target is None:
-                self._set_lease(None)
+                self._set_lease(None, reason="revoked")
             else:
                 attachment = self.attached.get(target)
                 if attachment is None:
                     raise SessionFailure(invalid_params(f"client {target!r} is not attached"))
                 if role_rank(attachment.role) < role_rank("driver"):
                     raise SessionFailure(forbidden("driver", attachment.role, "holding the lease"))
-                self._set_lease(attachment.client)
+                self._set_lease(attachment.client, reason="granted")
         else:
             raise SessionFailure(invalid_params(f"unknown lease action {action!r}"))
         holder = self.lease_holder
@@ -711,20 +813,30 @@ class Session:
                 "permission": self.permission_policy,
             }
         )
+        self._reoffer_permissions()
+        self._changed()
         return {"prompt": self.prompt_policy, "permission": self.permission_policy}
 
     # -- permission requests -----------------------------------------------------------------
 
     def _eligible(self, attachment: Attachment) -> bool:
-        role = attachment.role
-        if self.permission_policy == "owner":
-            return role_rank(role) >= role_rank("owner")
-        if self.permission_policy == "lease":
-            holder = self.lease_holder
-            return role_rank(role) >= role_rank("owner") or (
-                holder is not None and holder.client_id == attachment.client.client_id
-            )
-        return role_rank(role) >= role_rank("approver")
+        holder = self.lease_holder
+        holds = holder is not None and holder.client_id == attachment.client.client_id
+        return arbiter.may_answer(self.permission_policy, attachment.role, holds)
+
+    def _reoffer_permissions(self) -> None:
+        """After the lease or the permission policy changed: newly eligible clients get a copy
+        of each pending request, clients no longer eligible lose theirs."""
+        for pending in list(self.permissions.values()):
+            for attachment in tuple(self.attached.values()):
+                client_id = attachment.client.client_id
+                eligible = self._eligible(attachment)
+                if eligible and client_id not in pending.copies:
+                    pending.declined.discard(client_id)
+                    self._offer(pending, attachment.client)
+                elif not eligible and client_id in pending.copies:
+                    attachment.client.withdraw(pending.copies.pop(client_id))
+        self._check_unanswerable()
 
     async def on_permission(self, params: dict[str, Any]) -> dict[str, Any]:
         options = params.get("options")
@@ -734,6 +846,16 @@ class Session:
         request = {k: v for k, v in params.items() if k != "sessionId"}
         pending = PendingPermission(permission_id, request, options)
         self.permissions[permission_id] = pending
+        subject = request.get("subject")
+        tool = subject.get("toolCall") if isinstance(subject, dict) else None
+        if (
+            isinstance(tool, dict)
+            and isinstance(tool.get("toolCallId"), str)
+            and self.state.tool_call(tool["toolCallId"]) is None
+        ):
+            # A tool call first seen in the request: the permission record does not fold into
+            # the tool calls (see hub.protocol.state), so it is upserted as its own update.
+            self.emit({**tool, "sessionUpdate": "tool_call_update"})
         self.emit(
             {
                 "sessionUpdate": "_hub_permission",
@@ -775,6 +897,7 @@ class Session:
                 params = {**v1_params, "sessionId": self.id}
             except ProtocolError as exc:
                 log.warning("! %s: permission request not representable for v1: %s", self.id, exc)
+                pending.declined.add(client.client_id)
                 return
 
         def on_reply(result: Any, error: RpcError | None) -> None:
@@ -791,7 +914,9 @@ class Session:
             return
         request_id = pending.copies.pop(client.client_id, None)
         if error is not None:
-            # The client declined to answer (or went away): its copy is gone, others remain.
+            # The client declined to answer (or went away): its copy is gone, others remain,
+            # and it is not asked again (a client that cannot answer would loop).
+            pending.declined.add(client.client_id)
             self._check_unanswerable()
             return
         attachment = self.attached.get(client.client_id)
@@ -829,14 +954,14 @@ class Session:
         for pending in list(self.permissions.values()):
             if pending.copies:
                 continue
-            if any(self._eligible(a) for a in self.attached.values()):
-                # Eligible clients exist but have no copy (e.g. refused answers): offer again.
-                for attachment in tuple(self.attached.values()):
-                    if self._eligible(attachment):
-                        self._offer(pending, attachment.client)
-                if pending.copies:
-                    continue
-            self._finish_permission(pending, None, "cancelled")
+            # Eligible clients without a copy (a refused answer took it): offer again.
+            for attachment in tuple(self.attached.values()):
+                if attachment.client.client_id not in pending.declined and self._eligible(
+                    attachment
+                ):
+                    self._offer(pending, attachment.client)
+            if not pending.copies:
+                self._finish_permission(pending, None, "cancelled")
 
     def _finish_permission(
         self,
