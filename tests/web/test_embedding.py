@@ -1,0 +1,63 @@
+"""The widget on host pages: allowed origins get a live, self-sizing session; other origins
+are refused by the embed view's CSP (frame-ancestors)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.web.harness import (
+    Embedding,
+    Hub,
+    screenshot_path,
+    send_prompt,
+    start_session,
+    wait_idle,
+)
+
+NewPage = Callable[..., Any]
+FRAME_HEIGHT = (
+    "() => document.querySelector('acp-session').shadowRoot.querySelector('iframe')"
+    ".getBoundingClientRect().height"
+)
+
+
+def _finished_session(hub: Hub, new_page: NewPage) -> str:
+    driver = new_page()
+    session = start_session(driver, hub.url, query="?name=erin")
+    send_prompt(driver, "explain the widget")
+    driver.click(".permission-dialog button:has-text('Allow once')")
+    wait_idle(driver)
+    return session
+
+
+def test_widget_on_an_allowed_origin_shows_the_session_and_sizes_itself(
+    hub: Hub, embedding: Embedding, new_page: NewPage
+) -> None:
+    session = _finished_session(hub, new_page)
+    host = new_page(viewport={"width": 900, "height": 800})
+    host.goto(embedding.allowed.page(hub.url, session))
+    frame = host.frame_locator("acp-session iframe")
+    frame.locator("[data-connection=ready]").wait_for()
+    frame.locator(".msg-agent").last.wait_for()
+    assert "explain the widget" in frame.locator(".entries").inner_text()
+    # role="viewer" on the element: read-only.
+    assert frame.locator("#prompt-input").is_hidden()
+    # The embed view reported its height; the iframe grew past its initial 240 px, up to
+    # the element's max-height.
+    host.wait_for_function(f"({FRAME_HEIGHT})() > 240")
+    assert host.evaluate(FRAME_HEIGHT) <= 560
+    host.screenshot(path=str(screenshot_path("widget.png")))
+
+
+def test_widget_on_another_origin_is_refused(
+    hub: Hub, embedding: Embedding, new_page: NewPage
+) -> None:
+    session = _finished_session(hub, new_page)
+    host = new_page()
+    with host.expect_console_message(lambda message: "frame-ancestors" in message.text) as info:
+        host.goto(embedding.refused.page(hub.url, session))
+    assert "has been blocked" in info.value.text
+    # No frame of the page holds the session view.
+    for frame in host.frames:
+        assert frame.evaluate("document.querySelector('.session-app') === null")

@@ -1,0 +1,72 @@
+"""A dropped connection reconnects by itself and resumes from its cursor: nothing is
+duplicated, nothing is missing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.web.harness import Hub, TcpProxy, start_session, transcript, wait_idle
+
+NewPage = Callable[..., Any]
+
+
+@pytest.fixture
+def proxy(hub: Hub) -> Iterator[TcpProxy]:
+    port = urlsplit(hub.url).port
+    assert port is not None
+    made = TcpProxy(port)
+    yield made
+    made.close()
+
+
+def test_dropped_connection_resumes_after_cursor(
+    hub: Hub, proxy: TcpProxy, new_page: NewPage
+) -> None:
+    page = new_page()
+    sent: list[str] = []
+    page.on(
+        "websocket",
+        lambda ws: ws.on("framesent", lambda payload: sent.append(str(payload))),
+    )
+    # The page goes through the proxy; a second driver stays connected directly so the
+    # permission request survives the drop and can be answered.
+    session = start_session(page, proxy.url, query="?name=dana")
+    helper = new_page()
+    helper.goto(f"{hub.url}/s/{session}?name=helper")
+    helper.wait_for_selector("[data-connection=ready]")
+
+    page.fill("#prompt-input", "survive a network drop")
+    page.press("#prompt-input", "Enter")
+    page.wait_for_selector(".msg-thought, .msg-agent, .entry-tool")
+    proxy.sever()
+    page.wait_for_selector("[data-connection=waiting]")
+    page.wait_for_selector("[data-connection=ready]")
+
+    helper.click(".permission-dialog button:has-text('Allow once')")
+    wait_idle(helper)
+    wait_idle(page)
+
+    # The resumes: first the whole replay, then from the cursor.
+    resumes = [
+        message["params"]["replayFrom"]
+        for message in map(json.loads, sent)
+        if isinstance(message, dict) and message.get("method") == "session/resume"
+    ]
+    assert resumes[0] == {"type": "start"}
+    assert len(resumes) >= 2
+    assert resumes[1]["type"] == "_hub_after"
+    assert isinstance(resumes[1]["seq"], int)
+
+    keys = page.eval_on_selector_all(".entries [data-key]", "els => els.map(e => e.dataset.key)")
+    assert len(keys) == len(set(keys)), keys
+    fresh = new_page()
+    fresh.goto(f"{hub.url}/s/{session}")
+    wait_idle(fresh)
+    assert transcript(page) == transcript(fresh)
+    assert transcript(page) == transcript(helper)
+    assert "Allow once by helper" in page.locator(".panel-permissions").inner_text()
