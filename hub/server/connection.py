@@ -36,6 +36,7 @@ from hub.protocol import jsonrpc
 from hub.protocol.errors import (
     INVALID_PARAMS,
     NOT_ATTACHED,
+    STALE_ANSWER,
     ProtocolError,
     RpcError,
     VersionError,
@@ -57,6 +58,7 @@ from hub.protocol.translate import (
 from hub.protocol.version import negotiate_as_agent
 from hub.server.outbox import Outbox
 from hub.server.transport import FrameWriter
+from hub.sessions import arbiter
 from hub.sessions.client import ReplyHandler
 from hub.sessions.registry import SessionRegistry
 from hub.sessions.session import Session, SessionFailure
@@ -105,6 +107,7 @@ class ClientConnection:
         self.sessions: dict[str, Session] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._announce: list[Session] = []
+        self._lease_watches: set[str] = set()
 
     # -- ClientHandle ------------------------------------------------------------------------
 
@@ -236,6 +239,7 @@ class ClientConnection:
                 log.info(
                     "! %s: answer to unknown or withdrawn request %r", self.connection_id, entry.id
                 )
+                self._refuse_answer(entry.id)
                 return
             if isinstance(entry, jsonrpc.Response):
                 handler(entry.result, None)
@@ -252,9 +256,43 @@ class ClientConnection:
             return
         self._request(entry, params, reply)
 
+    def _refuse_answer(self, request_id: Any) -> None:
+        """An answer that matches no request of the hub's still in play: tell the client that
+        it did not count (a role below approver is named as such; else it was stale)."""
+        roles = [a.role for s in self.sessions.values() if (a := s.attached.get(self.client_id))]
+        have = max(roles, key=role_rank) if roles else self._role
+        if not arbiter.allows(have, arbiter.ANSWER_ROLE):
+            error = forbidden(arbiter.ANSWER_ROLE, have, "answering a request of the hub")
+        else:
+            error = hub_error(
+                STALE_ANSWER, "The request was already resolved or withdrawn", {"id": request_id}
+            )
+        self.notify("_hub/answer_refused", {"requestId": request_id, "error": error.to_dict()})
+
+    def role_for(self, params: dict[str, Any]) -> str:
+        """The caller's role for a request: its role in the session ``params`` names when it
+        is attached there (it may have attached with less), else the connection's role."""
+        session_id = params.get("sessionId")
+        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        attachment = session.attached.get(self.client_id) if session is not None else None
+        return attachment.role if attachment is not None else self._role
+
+    def _check_role(self, method: str, params: dict[str, Any]) -> RpcError | None:
+        """The ``-32040`` refusal of ``method`` when the caller's role is below the one
+        ``hub.sessions.arbiter.METHOD_ROLES`` names, else ``None``."""
+        needed = arbiter.required_role(method)
+        have = self.role_for(params)
+        return None if arbiter.allows(have, needed) else forbidden(needed, have, method)
+
     def _notification(self, method: str, params: dict[str, Any]) -> None:
         if self.state is not ConnectionState.READY:
             log.info("! %s: notification %s before initialize, ignored", self.connection_id, method)
+            return
+        refusal = self._check_role(method, params)
+        if refusal is not None:
+            # A notification has no answer: the refusal is a notification of its own.
+            log.info("! %s: %s refused: %s", self.connection_id, method, refusal.message)
+            self.notify("_hub/refused", {"method": method, "error": refusal.to_dict()})
             return
         if method == "$/cancel_request":
             scope = self._inflight.get(params.get("requestId"))
@@ -267,6 +305,7 @@ class ClientConnection:
                 session.require(self, "driver", "session/cancel")
             except SessionFailure as exc:
                 log.info("! %s: session/cancel refused: %s", self.connection_id, exc.error.message)
+                self.notify("_hub/refused", {"method": method, "error": exc.error.to_dict()})
                 return
             self._spawn(lambda: self._cancel(session), "cancel")
             return
@@ -292,6 +331,11 @@ class ClientConnection:
             return
         if self.state is ConnectionState.READY and method == "initialize":
             reply(jsonrpc.error(entry.id, invalid_request("already initialized")))
+            return
+        refusal = self._check_role(method, params)
+        if refusal is not None:
+            log.info("! %s: %s refused: %s", self.connection_id, method, refusal.message)
+            reply(jsonrpc.error(entry.id, refusal))
             return
         sync = SYNC_METHODS.get(method)
         if sync is not None:
@@ -344,6 +388,27 @@ class ClientConnection:
         if self.state is not ConnectionState.CLOSED:
             reply(frame)
             self._flush_announcements()
+
+    def watch_lease(self, session: Session) -> None:
+        """While this client holds ``session``'s lease, take it away when it expires.
+
+        The watch runs in this connection's task group: the lease never outlives the
+        holder's connection (detaching releases it)."""
+        if session.id in self._lease_watches or self._tg is None:
+            return
+        self._lease_watches.add(session.id)
+
+        async def watch() -> None:
+            try:
+                while session.lease_holder is self:
+                    delay = session.expire_lease()
+                    if delay is None:
+                        return
+                    await anyio.sleep(max(delay, 0.01))
+            finally:
+                self._lease_watches.discard(session.id)
+
+        self._spawn(watch, f"lease {session.id}")
 
     def _flush_announcements(self) -> None:
         """Sessions attached by the request just answered announce the client now, so that
@@ -506,6 +571,8 @@ async def _capabilities(conn: ClientConnection) -> dict[str, Any]:
     """The v2 capabilities the hub advertises: the default agent's prompt and MCP support,
     and the session operations the hub serves itself."""
     session: dict[str, Any] = {"delete": {}, "mcp": {"stdio": {}}}
+    # The multi-client attach proposal: session/attach and session/detach with these roles.
+    session["attach"] = {"roles": [*ROLES, *arbiter.ATTACH_ROLE_NAMES]}
     supervisor = conn.registry.supervisor
     name = supervisor.default_name
     if name is not None:
@@ -571,26 +638,18 @@ def _session_load(conn: ClientConnection, params: dict[str, Any]) -> Result:
 def _session_attach(conn: ClientConnection, params: dict[str, Any]) -> Result:
     """The multi-client attach proposal: role + historyPolicy."""
     session = conn.registry.get(params.get("sessionId"))
-    policy = params.get("historyPolicy", "full")
-    role = params.get("role")
-    mapped_role = (
-        {"observer": "viewer", "controller": "driver"}.get(role, role)
-        if isinstance(role, str)
-        else None
-    )
-    if mapped_role is not None and mapped_role not in ROLES:
-        raise SessionFailure(invalid_params(f"unknown role {role!r}"))
-    replay: str | None
-    if policy == "full":
-        replay = "start"
-    elif policy in ("none", "pending_only"):
-        replay = None
-    elif isinstance(policy, dict) and policy.get("type") == "after":
-        replay = "start"
-    else:
-        raise SessionFailure(invalid_params(f"unknown historyPolicy {policy!r}"))
+    policy = arbiter.history_policy(params.get("historyPolicy"))
+    mapped_role = arbiter.attach_role(params.get("role"))
+    replay: str | None = {
+        "full": "start",
+        "none": None,
+        "pending_only": "pending_only",
+        "after": "message",
+    }[policy.kind]
     conn.sessions[session.id] = session
-    meta = session.attach(conn, replay=replay, role=mapped_role, via_attach=True)
+    meta = session.attach(
+        conn, replay=replay, role=mapped_role, via_attach=True, message_id=policy.message_id
+    )
     conn._announce.append(session)
     result = conn._config_result(session.state.config_options)
     attachment = session.attached.get(conn.client_id)
@@ -687,7 +746,11 @@ def _hub_lease(action: str) -> SyncHandler:
     def handler(conn: ClientConnection, params: dict[str, Any]) -> Result:
         session = conn._attached_session(params)
         target = params.get("clientId")
-        return session.lease(conn, action, target if isinstance(target, str) else None)
+        result = session.lease(conn, action, target if isinstance(target, str) else None)
+        holder = session.lease_holder
+        if isinstance(holder, ClientConnection):
+            holder.watch_lease(session)
+        return result
 
     return handler
 
