@@ -1,0 +1,1 @@
+"""Benchmarks: the hub against a raw ``websockets`` broadcast server (``make bench``)."""

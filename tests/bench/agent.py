@@ -1,0 +1,220 @@
+"""The bench agent: an ACP v2 agent over stdio that streams stamped updates at a given rate.
+
+``session/prompt`` text (or the ``ACP_HUB_BENCH_PROMPT`` environment variable when the prompt
+text is empty) holds ``key=value`` words:
+
+- ``rate``: updates per second (``0``: as fast as the pipe takes them; default ``100``);
+- ``count``: how many updates (default ``1000``);
+- ``size``: about how many bytes each update takes on the hub's wire (default ``280``);
+- ``per_message``: chunks per message id (default ``100``), so that a long session compacts
+  into many messages rather than one enormous one.
+
+The prompt is accepted at once (v2: ``{}``), then the agent sends ``user_message``,
+``state_update running``, ``count`` ``agent_message_chunk`` updates whose text starts with
+``payload.marker`` (its own number and the monotonic send time), and ``state_update idle``
+with ``end_turn`` (``cancelled`` after ``session/cancel``). One scheduler ticks every
+millisecond or so and writes every update that is due, for all sessions, in one write.
+
+``ACP_HUB_BENCH_AGENT_CPUS`` (comma-separated CPU numbers) pins the agent, so that it does not
+share the server's core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+if not __package__:
+    # Run as ``python tests/bench/agent.py``: make the repository importable.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.bench import loop
+from tests.bench.payload import (
+    HUB_META_ESTIMATE,
+    chunk_update,
+    marker,
+    now,
+    pad_text,
+)
+
+__all__ = ["main"]
+
+
+@dataclass
+class _Stream:
+    session_id: str
+    rate: float
+    count: int
+    size: int
+    per_message: int
+    turn: int
+    sent: int = 0
+    start: float = field(default_factory=now)
+    cancelled: bool = False
+    overhead: int = 0
+
+
+class _Agent:
+    def __init__(self) -> None:
+        self.out = sys.stdout.buffer
+        self.sessions = itertools.count(1)
+        self.turns = itertools.count(1)
+        self.streams: dict[str, _Stream] = {}
+        self.wake = asyncio.Event()
+
+    def write(self, lines: list[bytes]) -> None:
+        if lines:
+            self.out.write(b"".join(lines))
+            self.out.flush()
+
+    @staticmethod
+    def line(message: dict[str, Any]) -> bytes:
+        return orjson.dumps(message) + b"\n"
+
+    def update(self, session_id: str, update: dict[str, Any]) -> bytes:
+        return self.line(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {"sessionId": session_id, "update": update},
+            }
+        )
+
+    def handle(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        rid = message.get("id")
+        params: dict[str, Any] = message.get("params") or {}
+        if method is None or rid is None:
+            if method == "session/cancel":
+                stream = self.streams.get(str(params.get("sessionId")))
+                if stream is not None:
+                    stream.cancelled = True
+                    self.wake.set()
+            return
+        result: dict[str, Any] | None = None
+        if method == "initialize":
+            result = {
+                "protocolVersion": min(int(params.get("protocolVersion", 2)), 2),
+                "info": {"name": "acp-hub-bench-agent", "version": "0.1.0"},
+                "capabilities": {"session": {}},
+                "authMethods": [],
+            }
+        elif method == "session/new":
+            result = {"sessionId": f"bench-{next(self.sessions)}"}
+        elif method in ("session/resume", "session/close", "session/delete"):
+            result = {}
+        elif method == "session/list":
+            result = {"sessions": []}
+        elif method == "session/prompt":
+            self.write([self.line({"jsonrpc": "2.0", "id": rid, "result": {}})])
+            self.prompt(str(params["sessionId"]), params.get("prompt") or [])
+            return
+        if result is None:
+            error = {"code": -32601, "message": f"method not found: {method}"}
+            self.write([self.line({"jsonrpc": "2.0", "id": rid, "error": error})])
+        else:
+            self.write([self.line({"jsonrpc": "2.0", "id": rid, "result": result})])
+
+    def prompt(self, session_id: str, prompt: list[dict[str, Any]]) -> None:
+        text = " ".join(str(b.get("text", "")) for b in prompt if b.get("type") == "text")
+        if not text.strip():
+            text = os.environ.get("ACP_HUB_BENCH_PROMPT", "")
+        words = dict(w.split("=", 1) for w in text.split() if "=" in w)
+        turn = next(self.turns)
+        stream = _Stream(
+            session_id=session_id,
+            rate=float(words.get("rate", 100)),
+            count=int(words.get("count", 1000)),
+            size=int(words.get("size", 280)),
+            per_message=max(1, int(words.get("per_message", 100))),
+            turn=turn,
+        )
+        probe = self.update(session_id, chunk_update(f"t{turn}-m000000", ""))
+        stream.overhead = len(probe) - 1 + HUB_META_ESTIMATE
+        user = {
+            "sessionUpdate": "user_message",
+            "messageId": f"t{turn}-u",
+            "content": [{"type": "text", "text": text}],
+        }
+        running = {"sessionUpdate": "state_update", "state": "running"}
+        self.write([self.update(session_id, user), self.update(session_id, running)])
+        self.streams[session_id] = stream
+        self.wake.set()
+
+    def due_lines(self) -> tuple[list[bytes], float]:
+        """Every update that is due now, and how long until the next one is."""
+        lines: list[bytes] = []
+        wait = 1.0
+        t = now()
+        for sid, s in list(self.streams.items()):
+            if s.cancelled:
+                due = s.sent
+            elif s.rate <= 0:
+                due = min(s.count, s.sent + 200)
+            else:
+                due = min(s.count, int((t - s.start) * s.rate) + 1)
+            while s.sent < due:
+                s.sent += 1
+                mid = f"t{s.turn}-m{(s.sent - 1) // s.per_message:06d}"
+                text = pad_text(marker(s.sent, now()), s.overhead, s.size)
+                lines.append(self.update(sid, chunk_update(mid, text)))
+            if s.cancelled or s.sent >= s.count:
+                reason = "cancelled" if s.cancelled else "end_turn"
+                idle = {"sessionUpdate": "state_update", "state": "idle", "stopReason": reason}
+                lines.append(self.update(sid, idle))
+                del self.streams[sid]
+            elif s.rate <= 0:
+                wait = 0.0
+            else:
+                wait = min(wait, max(0.0, s.start + s.sent / s.rate - now()))
+        return lines, wait
+
+    async def pump(self) -> None:
+        while True:
+            lines, wait = self.due_lines()
+            self.write(lines)
+            if not self.streams:
+                self.wake.clear()
+                await self.wake.wait()
+            elif wait <= 0:
+                await asyncio.sleep(0)
+            else:
+                await asyncio.sleep(wait)
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        pump = loop.create_task(self.pump())
+        try:
+            while line := await reader.readline():
+                if line.strip():
+                    self.handle(orjson.loads(line))
+        finally:
+            pump.cancel()
+
+
+def main() -> int:
+    """Serve ACP v2 on stdin/stdout until stdin closes."""
+    cpus = os.environ.get("ACP_HUB_BENCH_AGENT_CPUS")
+    if cpus and hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+        except (OSError, ValueError):
+            pass
+    try:
+        loop.run(_Agent().run())
+    except (KeyboardInterrupt, BrokenPipeError):
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""The baseline: a minimal ``websockets`` server that broadcasts pre-encoded frames.
+
+It is the practical limit for fan-out in Python on this machine: no JSON-RPC routing, no log,
+no replay, no outbox, no compression, no pings; one ``websockets.broadcast()`` call per frame
+per group, which writes the same bytes to every open connection of the group.
+
+The wire protocol is a tiny JSON-RPC subset so that the load generator drives it like the hub:
+
+- ``attach {group}``: join a group; result ``{"_meta": {"acp-hub": {"seq": S, "epoch": "e1"}}}``
+  where ``S`` is the group's last seq (the next frame carries ``S + 1``);
+- ``stream {groups, rate, count, size}``: broadcast ``count`` frames to each group at ``rate``
+  frames per second per group (``0``: as fast as possible); answered at once.
+
+Run: ``python -m tests.bench.baseline [--port 0] [--no-uvloop]``; prints
+``baseline: listening on http://127.0.0.1:PORT`` once ready.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections import defaultdict
+from typing import Any
+
+from websockets.asyncio.server import ServerConnection, broadcast, serve
+from websockets.exceptions import ConnectionClosed
+
+from tests.bench import loop
+from tests.bench.payload import baseline_frame, now
+
+__all__ = ["main"]
+
+_groups: defaultdict[str, set[ServerConnection]] = defaultdict(set)
+_seqs: defaultdict[str, int] = defaultdict(int)
+_tasks: set[asyncio.Task[None]] = set()
+
+
+async def _emit(groups: list[str], rate: float, count: int, size: int) -> None:
+    start = now()
+    sent = 0
+    while sent < count:
+        due = count if rate <= 0 else min(count, int((now() - start) * rate) + 1)
+        if rate <= 0:
+            due = min(count, sent + 100)
+        while sent < due:
+            sent += 1
+            for group in groups:
+                seq = _seqs[group] + 1
+                _seqs[group] = seq
+                broadcast(_groups[group], baseline_frame(group, seq, sent, size), text=True)
+        if rate <= 0:
+            await asyncio.sleep(0)
+        else:
+            await asyncio.sleep(max(0.0, sent / rate - (now() - start)))
+
+
+async def _handler(ws: ServerConnection) -> None:
+    joined: list[str] = []
+    try:
+        async for message in ws:
+            request: dict[str, Any] = json.loads(message)
+            params: dict[str, Any] = request.get("params") or {}
+            result: dict[str, Any] = {}
+            if request["method"] == "attach":
+                group = str(params["group"])
+                _groups[group].add(ws)
+                joined.append(group)
+                result = {"_meta": {"acp-hub": {"seq": _seqs[group], "epoch": "e1"}}}
+            elif request["method"] == "stream":
+                # The emitter outlives this handler's iteration; it is kept referenced here.
+                task = asyncio.get_running_loop().create_task(
+                    _emit(
+                        [str(g) for g in params["groups"]],
+                        float(params["rate"]),
+                        int(params["count"]),
+                        int(params["size"]),
+                    )
+                )
+                _tasks.add(task)
+                task.add_done_callback(_tasks.discard)
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}))
+    except ConnectionClosed:
+        pass
+    finally:
+        for group in joined:
+            _groups[group].discard(ws)
+
+
+async def _serve(host: str, port: int) -> None:
+    async with serve(
+        _handler,
+        host,
+        port,
+        compression=None,
+        ping_interval=None,
+        max_size=None,
+        backlog=4096,
+    ) as server:
+        bound = next(iter(server.sockets)).getsockname()[1]
+        print(f"baseline: listening on http://{host}:{bound}", flush=True)
+        await server.serve_forever()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the baseline server until interrupted."""
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.baseline")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--no-uvloop", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        if args.no_uvloop:
+            asyncio.run(_serve(args.host, args.port))
+        else:
+            loop.run(_serve(args.host, args.port))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""The load generator process: runs one scenario against one server and prints its result.
+
+``python -m tests.bench.loadgen '<json spec>'`` where the spec is ``{"scenario": "S1",
+"kind": "hub"|"baseline", "host", "port", "server_pid", "params": {...}}``. The result is
+printed as one JSON line on stdout. The harness (``run.py``) pins this process to its own
+core; it uses uvloop when available, like the servers.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from typing import Any
+
+from tests.bench import loop
+from tests.bench.scenarios import SCENARIOS, Result
+from tests.bench.targets import make_target
+
+__all__ = ["main", "raise_nofile"]
+
+
+def raise_nofile(wanted: int = 65536) -> int:
+    """Raise the open-file limit towards ``wanted`` (thousands of sockets); the new soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    return soft
+
+
+async def _run(spec: dict[str, Any]) -> Result:
+    target = make_target(spec["kind"], spec["host"], int(spec["port"]))
+    scenario = SCENARIOS[spec["scenario"]]
+    return await scenario(target, spec["params"], int(spec["server_pid"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the scenario of the spec in ``argv[0]`` and print its result."""
+    args = sys.argv[1:] if argv is None else argv
+    spec: dict[str, Any] = json.loads(args[0])
+    raise_nofile()
+    result = loop.run(_run(spec))
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""The bench payload: update text that carries a sequence number and a send timestamp.
+
+Both servers under test (the hub fed by ``agent.py``, and ``baseline.py``) put the same marker
+in the text of an ``agent_message_chunk``: ``@n=<number>@ts=<monotonic seconds>@`` followed by
+padding. The load generator finds the markers with ``bytes.find`` instead of decoding JSON,
+so that parsing stays cheaper than the server's work.
+
+``time.monotonic`` is ``CLOCK_MONOTONIC`` on Linux: one clock for every process on the machine,
+so a timestamp written by the agent process can be compared with the load generator's clock.
+"""
+
+from __future__ import annotations
+
+import time
+
+__all__ = [
+    "HUB_META_ESTIMATE",
+    "TS_MARK",
+    "baseline_frame",
+    "chunk_update",
+    "marker",
+    "now",
+    "pad_text",
+]
+
+TS_MARK = b"@ts="
+"""Precedes the send timestamp; the timestamp ends at the next ``@``."""
+
+HUB_META_ESTIMATE = 48
+"""About what the hub adds to an agent's update: ``,"_meta":{"acp-hub":{"seq":..,"epoch":..}}``."""
+
+now = time.monotonic
+
+
+def marker(n: int, ts: float) -> str:
+    """The marker for update ``n`` sent at ``ts``."""
+    return f"@n={n}@ts={ts:.6f}@"
+
+
+def pad_text(head: str, overhead: int, size: int) -> str:
+    """``head`` padded with ``x`` so that the frame (``overhead`` + text) is ``size`` bytes."""
+    return head + "x" * max(0, size - overhead - len(head))
+
+
+def chunk_update(message_id: str, text: str) -> dict[str, object]:
+    """A v2 ``agent_message_chunk`` update object."""
+    return {
+        "sessionUpdate": "agent_message_chunk",
+        "messageId": message_id,
+        "content": {"type": "text", "text": text},
+    }
+
+
+def baseline_frame(group: str, seq: int, n: int, size: int) -> bytes:
+    """A frame shaped like the hub's ``session/update``, stamped now, about ``size`` bytes.
+
+    The baseline server builds one of these per update and broadcasts the same bytes to every
+    connection of the group. String formatting, not a JSON encoder: the baseline is the
+    practical limit, so its per-update work is kept minimal.
+    """
+    head = (
+        '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + group + '",'
+        '"update":{"sessionUpdate":"agent_message_chunk","messageId":"m1",'
+        '"content":{"type":"text","text":"'
+    )
+    tail = '"}},"_meta":{"acp-hub":{"seq":' + str(seq) + ',"epoch":"e1"}}}}'
+    text = pad_text(marker(n, now()), len(head) + len(tail), size)
+    return (head + text + tail).encode()

@@ -1,0 +1,574 @@
+"""The benchmark harness: ``python -m tests.bench.run [--quick] [--out docs/benchmarks.md]``.
+
+For every scenario it starts a fresh server subprocess (pinned to one core), runs the load
+generator (``loadgen.py``) in its own process on the other core, and stops the server. Runs
+are interleaved: baseline, hub, hub, baseline, ... so that drift on the machine hits both
+alike; every figure is reported as the median of the runs with min and max, and ratios are
+computed per run (hub / baseline measured back to back).
+
+Every run also checks correctness (``scenarios.correctness``); the exit status is 1 when any
+run saw a duplicate, a gap, an unexpected reset or close, or failed outright. Timings never
+fail the run: the report says which targets were met.
+
+``--quick`` runs the same scenarios with small parameters in about a minute (CI smoke test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from websockets.version import version as websockets_version
+
+from tests.bench.loadgen import raise_nofile
+from tests.bench.loop import UVLOOP
+from tests.bench.servers import ROOT, Server, ServerFailed, start_baseline, start_hub
+from tests.bench.stats import median
+
+__all__ = ["FULL", "QUICK", "main"]
+
+MIB = 1024 * 1024
+
+FULL: dict[str, dict[str, Any]] = {
+    "S1": {
+        "observers": 1000,
+        "size": 280,
+        "start_rate": 20,
+        "factor": 1.3,
+        "max_steps": 24,
+        "step_s": 4.0,
+        "warmup_s": 1.0,
+        "p99_limit_ms": 250.0,
+    },
+    "S1-2KB": {
+        "observers": 1000,
+        "size": 2048,
+        "start_rate": 10,
+        "factor": 1.3,
+        "max_steps": 24,
+        "step_s": 4.0,
+        "warmup_s": 1.0,
+        "p99_limit_ms": 250.0,
+    },
+    "S2": {"sessions": 200, "observers": 5, "rate": 10.0, "seconds": 6.0, "warmup_s": 1.0},
+    "S4": {
+        "observers": 100,
+        "preload": 100_000,
+        "rate": 100.0,
+        "window_s": 3.0,
+        "size": 280,
+        "per_message": 100,
+    },
+    "S5": {"observers": 100, "behind": 1000, "rate": 100.0, "blips": 50, "interval_s": 0.05},
+    "S7": {
+        "observers": 1000,
+        "rate": 50.0,
+        "size": 2048,
+        "bound": 1 * MIB,
+        "window_s": 5.0,
+        "max_pause_s": 120.0,
+    },
+    "S8": {"observers": 5000, "warm": 100, "settle_s": 2.0},
+}
+
+QUICK: dict[str, dict[str, Any]] = {
+    "S1": {**FULL["S1"], "observers": 40, "start_rate": 50, "factor": 2.0, "max_steps": 2,
+           "step_s": 1.0, "warmup_s": 0.3},
+    "S1-2KB": {**FULL["S1-2KB"], "observers": 20, "start_rate": 50, "factor": 2.0,
+               "max_steps": 1, "step_s": 1.0, "warmup_s": 0.3},
+    "S2": {"sessions": 10, "observers": 3, "rate": 20.0, "seconds": 1.0, "warmup_s": 0.3},
+    "S4": {**FULL["S4"], "observers": 5, "preload": 2000, "window_s": 1.0},
+    "S5": {**FULL["S5"], "observers": 5, "behind": 100, "blips": 5},
+    "S7": {**FULL["S7"], "observers": 10, "bound": 64 * 1024, "window_s": 1.0,
+           "max_pause_s": 40.0},
+    "S8": {"observers": 200, "warm": 20, "settle_s": 0.5},
+}  # fmt: skip
+
+HUB_ONLY = {"S4", "S5", "S7"}
+"""Scenarios about replay, cursors and the outbox, which the baseline does not have."""
+
+
+@dataclass
+class Placement:
+    """Which CPUs each process runs on (None: wherever the kernel likes)."""
+
+    server: set[int] | None
+    loadgen: set[int] | None
+    agent: set[int] | None
+
+    @staticmethod
+    def choose(pin: bool) -> Placement:
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        if not pin or len(cpus) < 2:
+            return Placement(None, None, None)
+        return Placement({cpus[0]}, set(cpus[1:]), set(cpus[1:]))
+
+    def describe(self) -> str:
+        if self.server is None:
+            return "not pinned"
+        return (
+            f"server on CPU {sorted(self.server)}, load generator on {sorted(self.loadgen or [])},"
+            f" bench agent on {sorted(self.agent or [])}"
+        )
+
+
+@dataclass
+class Outcome:
+    """One scenario's runs: a list of ``{kind: result}``, in run order."""
+
+    name: str
+    params: dict[str, Any]
+    runs: list[dict[str, dict[str, Any]]] = field(default_factory=list)
+
+
+def _pin(cpus: set[int] | None) -> Callable[[], None] | None:
+    if not cpus:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+def _scenario_key(name: str) -> str:
+    return name.split("-")[0]
+
+
+def run_one(
+    name: str,
+    kind: str,
+    params: dict[str, Any],
+    place: Placement,
+    logs: Path,
+    run: int,
+    budget: float,
+) -> dict[str, Any]:
+    """One run of scenario ``name`` against a fresh server of ``kind``."""
+    log = logs / f"{name}-{kind}-{run}.log"
+    server: Server | None = None
+    try:
+        if kind == "baseline":
+            server = start_baseline(log, place.server)
+        else:
+            config = None
+            if "bound" in params:
+                config = logs / f"{name}-hub.toml"
+                config.write_text(f"[hub]\noutbox_bytes = {int(params['bound'])}\n")
+            server = start_hub(log, place.server, place.agent, config=config)
+    except ServerFailed as exc:
+        return {"error": str(exc)}
+    if kind == "hub":
+        params = {**params, "server_log": str(log)}
+    spec = {
+        "scenario": _scenario_key(name),
+        "kind": kind,
+        "host": server.host,
+        "port": server.port,
+        "server_pid": server.pid,
+        "params": params,
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.bench.loadgen", json.dumps(spec)],
+            cwd=ROOT,
+            capture_output=True,
+            timeout=budget,
+            preexec_fn=_pin(place.loadgen),
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"the load generator took more than {budget:.0f} s"}
+    finally:
+        server.stop()
+    lines = done.stdout.decode(errors="replace").strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return {"error": done.stderr.decode(errors="replace")[-3000:] or "no output"}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def problems(name: str, result: dict[str, Any]) -> list[str]:
+    """What was wrong with a run's correctness (empty: a clean run)."""
+    if "error" in result:
+        return [f"failed: {result['error'].strip().splitlines()[-1:]}"]
+    if "skipped" in result:
+        return []
+    c: dict[str, int] = result["correctness"]
+    out = [f"{k}={c[k]}" for k in ("duplicates", "gaps", "resets") if c.get(k)]
+    key = _scenario_key(name)
+    if key != "S1" and c.get("closed"):
+        out.append(f"closed={c['closed']}")
+    zero = [
+        "joiner_gaps",
+        "joiner_duplicates",
+        "blip_gaps",
+        "blip_duplicates",
+        "blip_resets",
+        "slow_gaps",
+        "slow_duplicates",
+    ]
+    out += [f"{k}={c[k]}" for k in zero if c.get(k)]
+    one = [
+        "joiner_live",
+        "replay_covers_preload",
+        "slow_closed",
+        "slow_close_1013",
+        "all_delivered",
+    ]
+    out += [f"{k}=0" for k in one if k in c and not c[k]]
+    if key == "S5":
+        for k in ("blips_live", "blips_caught_up"):
+            if c[k] != c["blips"]:
+                out.append(f"{k}={c[k]}/{c['blips']}")
+    return out
+
+
+def run_all(
+    names: list[str], table: dict[str, dict[str, Any]], runs: int, place: Placement, quick: bool
+) -> list[Outcome]:
+    """Every scenario in ``names``, ``runs`` times each, interleaving baseline and hub."""
+    logs = Path(tempfile.mkdtemp(prefix="acp-hub-bench-"))
+    budget = 180.0 if quick else 1200.0
+    outcomes: list[Outcome] = []
+    saturation: list[float] = []
+    for name in names:
+        params = dict(table[name])
+        if name == "S2" and saturation:
+            # Half the baseline's single-session saturation, spread over every observer.
+            total = 0.5 * median(saturation)
+            params["rate"] = round(total / (params["sessions"] * params["observers"]), 1)
+        params.setdefault("size", 280)
+        outcome = Outcome(name, params)
+        kinds = ["hub"] if name in HUB_ONLY else ["baseline", "hub"]
+        for run in range(runs):
+            order = kinds if run % 2 == 0 else kinds[::-1]
+            results: dict[str, dict[str, Any]] = {}
+            for kind in order:
+                print(f"bench: {name} run {run + 1}/{runs} {kind} ...", file=sys.stderr, flush=True)
+                results[kind] = run_one(name, kind, params, place, logs, run, budget)
+                bad = problems(name, results[kind])
+                figures = results[kind].get("figures", {})
+                shown = ", ".join(f"{k}={v:.4g}" for k, v in figures.items())
+                print(f"bench:   {shown} {'; '.join(bad)}", file=sys.stderr, flush=True)
+            outcome.runs.append(results)
+            if name == "S1" and "figures" in results.get("baseline", {}):
+                saturation.append(results["baseline"]["figures"]["deliveries_per_s"])
+        outcomes.append(outcome)
+    print(f"bench: server logs in {logs}", file=sys.stderr)
+    return outcomes
+
+
+# The report
+
+
+def _values(outcome: Outcome, kind: str, figure: str) -> list[float]:
+    out = []
+    for run in outcome.runs:
+        value = run.get(kind, {}).get("figures", {}).get(figure)
+        if isinstance(value, (int, float)) and value == value:
+            out.append(float(value))
+    return out
+
+
+def _ratios(outcome: Outcome, figure: str) -> list[float]:
+    out = []
+    for run in outcome.runs:
+        hub = run.get("hub", {}).get("figures", {}).get(figure)
+        base = run.get("baseline", {}).get("figures", {}).get(figure)
+        if isinstance(hub, (int, float)) and isinstance(base, (int, float)) and base:
+            out.append(hub / base)
+    return out
+
+
+def _fmt(values: list[float], digits: int = 3) -> str:
+    if not values:
+        return "n/a"
+    m = median(values)
+    if len(values) == 1:
+        return f"{m:.{digits}g}"
+    return f"{m:.{digits}g} ({min(values):.{digits}g}-{max(values):.{digits}g})"
+
+
+@dataclass
+class Verdict:
+    """A scenario's headline figure against its target and goal."""
+
+    figure: str
+    measured: str
+    target: str
+    goal: str
+    met: bool | None
+    goal_met: bool | None
+
+
+def _verdict(outcome: Outcome) -> Verdict:
+    key, o = outcome.name, outcome
+    med = median
+    if key.startswith("S1"):
+        r = _ratios(o, "deliveries_per_s")
+        m = med(r) if r else float("nan")
+        return Verdict(
+            "deliveries/s, hub / baseline",
+            _fmt(r, 2),
+            ">= 0.5x",
+            ">= 0.75x",
+            m >= 0.5 if r else None,
+            m >= 0.75 if r else None,
+        )
+    if key == "S2":
+        hub, base = _values(o, "hub", "p99_ms"), _values(o, "baseline", "p99_ms")
+        if not hub or not base:
+            return Verdict("p99 latency", "n/a", "", "", None, None)
+        h, b = med(hub), med(base)
+        return Verdict(
+            "p99 ms, hub vs baseline",
+            f"{h:.1f} vs {b:.1f} ({h / b:.2f}x)",
+            "<= 2x baseline + 5 ms",
+            "<= 1.3x",
+            h <= 2 * b + 5,
+            h <= 1.3 * b,
+        )
+    if key == "S4":
+        v = _values(o, "hub", "attach_to_live_s")
+        q = _values(o, "hub", "others_p99_ratio")
+        m = med(v) if v else float("nan")
+        ok = bool(v) and m <= 1.5 and bool(q) and med(q) <= 1.2
+        return Verdict(
+            "attach to first live update, s (others' p99 ratio)",
+            f"{_fmt(v)} ({_fmt(q)})",
+            "<= 1.5 s, others <= 1.2x",
+            "<= 1.0 s",
+            ok if v else None,
+            m <= 1.0 if v else None,
+        )
+    if key == "S5":
+        v = _values(o, "hub", "resume_to_live_p99_ms")
+        m = med(v) if v else float("nan")
+        return Verdict(
+            "resume to live, p99 ms",
+            _fmt(v),
+            "<= 50 ms",
+            "<= 20 ms",
+            m <= 50 if v else None,
+            m <= 20 if v else None,
+        )
+    if key == "S7":
+        codes = _values(o, "hub", "close_code")
+        g = _values(o, "hub", "rss_growth_per_bound")
+        q = _values(o, "hub", "others_p99_ratio")
+        ok = bool(codes) and all(c == 1013 for c in codes) and med(g) <= 1.1 and med(q) <= 1.1
+        return Verdict(
+            "close code; RSS growth / bound; others' p99 ratio",
+            f"{_fmt(codes, 4)}; {_fmt(g)}; {_fmt(q)}",
+            "1013; <= 1.1; <= 1.1x",
+            "",
+            ok if codes else None,
+            None,
+        )
+    if key == "S8":
+        r = _ratios(o, "kb_per_observer")
+        m = med(r) if r else float("nan")
+        return Verdict(
+            "memory per observer, hub / baseline",
+            _fmt(r, 2),
+            "<= 2.5x",
+            "<= 2x",
+            m <= 2.5 if r else None,
+            m <= 2.0 if r else None,
+        )
+    return Verdict("", "", "", "", None, None)  # pragma: no cover
+
+
+TITLES = {
+    "S1": "S1 fan-out: 1 session to N observers, rising rate (about 280-byte updates)",
+    "S1-2KB": "S1, 2 KB variant",
+    "S2": "S2 wide: many sessions with a few observers each, at half the baseline's saturation",
+    "S4": "S4 late join: full replay of a long session while updates keep arriving",
+    "S5": "S5 short blip: reconnect with a cursor behind the live edge",
+    "S7": "S7 slow consumer: one observer stops reading",
+    "S8": "S8 idle observers: memory per attached, idle observer",
+}
+
+
+def _mark(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("yes" if ok else "**no**")
+
+
+def machine() -> dict[str, str]:
+    """The facts about this machine that the figures depend on."""
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, check=False
+        )
+        .stdout.decode()
+        .strip()
+    )
+    return {
+        "CPU": model,
+        "cores": str(os.cpu_count()),
+        "Python": platform.python_version(),
+        "uvloop": "on" if UVLOOP else "off",
+        "websockets": websockets_version,
+        "kernel": f"{platform.system()} {platform.release()}",
+        "commit": commit or "unknown",
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) -> str:
+    """The Markdown report."""
+    facts = machine()
+    lines = [
+        "# Benchmarks",
+        "",
+        "Generated by `make bench` (`python -m tests.bench.run`); see `tests/bench/` for the",
+        "harness, the baseline server, the bench agent and the load generator. Do not edit the",
+        "figures by hand; the analysis at the end comes from `tests/bench/notes.md`.",
+        "",
+        "## Machine",
+        "",
+        "| | |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in facts.items()),
+        f"| placement | {place.describe()} |",
+        f"| runs | {runs} per scenario and server, interleaved{' (quick mode)' if quick else ''} |",
+        "",
+        "## Method",
+        "",
+        "- **Baseline**: `tests/bench/baseline.py`, a minimal server on the `websockets` library",
+        "  that builds each frame once and sends it to every connection of a group with",
+        "  `websockets.broadcast()` (no compression, no pings, no log, no backpressure): the",
+        "  practical limit for fan-out in Python on this machine.",
+        "- **Hub**: the whole product, `acp-hub serve` with",
+        '  `--agent bench="python tests/bench/agent.py"`; the bench agent (ACP v2 over stdio)',
+        "  writes `agent_message_chunk` updates whose text starts with its own number and a",
+        "  `CLOCK_MONOTONIC` send timestamp, at the rate the",
+        "  prompt asks for; the hub logs, folds, encodes and fans them out.",
+        "- **Load generator**: `tests/bench/wsclient.py`, raw RFC 6455 frames on asyncio",
+        '  protocols, in its own process; it finds `"seq":` and the timestamp with `bytes.find`',
+        "  and never decodes update JSON. Latency = receive time - send time (one clock).",
+        "- **Correctness, every run**: per observer, seqs rise by exactly one (or restart after",
+        "  an explicit `_hub_reset`); duplicates, gaps, resets and unexpected closes are counted.",
+        "- Figures: median of the runs (min-max in brackets). Ratios are hub / baseline per",
+        "  pair of back-to-back runs, then the median.",
+        "",
+        "## Summary",
+        "",
+        "| scenario | figure | measured | target | met | goal | met |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for o in outcomes:
+        v = _verdict(o)
+        lines.append(
+            f"| {o.name} | {v.figure} | {v.measured} | {v.target} | {_mark(v.met)} | {v.goal}"
+            f" | {_mark(v.goal_met) if v.goal else ''} |"
+        )
+    lines.append("")
+    bad_total = 0
+    for o in outcomes:
+        lines += ["", f"## {TITLES.get(o.name, o.name)}", ""]
+        shown = {k: v for k, v in o.params.items()}
+        lines.append("Parameters: " + ", ".join(f"`{k}={v}`" for k, v in shown.items()) + ".")
+        lines += ["", "| figure | baseline | hub | hub / baseline |", "|---|---|---|---|"]
+        figures: list[str] = []
+        for run in o.runs:
+            for result in run.values():
+                for f in result.get("figures", {}):
+                    if f not in figures:
+                        figures.append(f)
+        for f in figures:
+            base, hub = _values(o, "baseline", f), _values(o, "hub", f)
+            lines.append(f"| {f} | {_fmt(base)} | {_fmt(hub)} | {_fmt(_ratios(o, f), 2)} |")
+        lines += ["", "Correctness per run:", ""]
+        for i, run in enumerate(o.runs, 1):
+            for kind, result in run.items():
+                bad = problems(o.name, result)
+                bad_total += len(bad)
+                c = result.get("correctness", {})
+                summary = ", ".join(f"{k}={v}" for k, v in c.items())
+                state = "; ".join(bad) if bad else "clean"
+                lines.append(f"- run {i} {kind}: {state} ({summary})")
+        extra = _details(o)
+        if extra:
+            lines += ["", *extra]
+    notes = Path(__file__).with_name("notes.md")
+    if notes.exists():
+        lines += ["", notes.read_text().rstrip()]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _details(o: Outcome) -> list[str]:
+    out: list[str] = []
+    if o.name.startswith("S1"):
+        out.append("Rate steps of the first run (rate per session, deliveries/s, p99 ms):")
+        out.append("")
+        for kind in ("baseline", "hub"):
+            steps = o.runs[0].get(kind, {}).get("detail", {}).get("steps", [])
+            text = ", ".join(
+                f"{s['rate']:.0f}/s: {s['deliveries_per_s']:.0f} ({s['p99_ms']:.0f} ms"
+                f"{', closed ' + str(int(s['closed'])) if s['closed'] else ''})"
+                for s in steps
+            )
+            if steps:
+                cpu = max(s["loadgen_cpu"] for s in steps)
+                out.append(f"- {kind}: {text}; load generator CPU at most {cpu:.0%}")
+    for kind in ("baseline", "hub"):
+        detail = o.runs[0].get(kind, {}).get("detail", {}) if o.runs else {}
+        frame = detail.get("frame_bytes")
+        if frame:
+            out.append(f"- {kind}: mean frame {frame:.0f} bytes")
+        if o.name in ("S4", "S7", "S8") and kind in o.runs[0]:
+            keep = {k: v for k, v in detail.items() if not isinstance(v, list)}
+            out.append(f"- {kind} detail (run 1): `{json.dumps(keep, default=str)}`")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the scenarios, write the report; exit 1 if any run was incorrect."""
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.run")
+    parser.add_argument("--quick", action="store_true", help="small parameters, one run")
+    parser.add_argument("--out", type=Path, help="write the Markdown report here")
+    parser.add_argument("--json", type=Path, help="write every run's raw result here")
+    parser.add_argument("--runs", type=int, help="runs per scenario and server (default 3)")
+    parser.add_argument("--scenarios", help="comma-separated subset, e.g. S1,S8")
+    parser.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
+    args = parser.parse_args(argv)
+    raise_nofile()
+    table = QUICK if args.quick else FULL
+    names = args.scenarios.split(",") if args.scenarios else list(table)
+    runs = args.runs or (1 if args.quick else 3)
+    place = Placement.choose(not args.no_pin)
+    outcomes = run_all(names, table, runs, place, args.quick)
+    text = report(outcomes, runs, place, args.quick)
+    if args.out:
+        args.out.write_text(text)
+    else:
+        print(text)
+    if args.json:
+        raw = [{"name": o.name, "params": o.params, "runs": o.runs} for o in outcomes]
+        args.json.write_text(json.dumps(raw, indent=1, default=str))
+    bad = [(o.name, kind, p) for o in outcomes for r in o.runs for kind, res in r.items()
+           for p in problems(o.name, res)]  # fmt: skip
+    for name, kind, p in bad:
+        print(f"bench: INCORRECT {name} {kind}: {p}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

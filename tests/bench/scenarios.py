@@ -1,0 +1,437 @@
+"""The benchmark scenarios, run inside the load generator process against one target.
+
+Each scenario takes the target, its parameters and the server's pid (to read its RSS), and
+returns a JSON-able result: ``figures`` (the numbers the report shows), ``correctness`` (every
+observer's stream checked: duplicates, gaps, resets, unexpected closes) and ``detail``.
+Scenarios S4, S5 and S7 exercise the hub's replay, cursors and outbox, which the baseline does
+not have: against the baseline they return ``{"skipped": ...}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tests.bench.payload import now
+from tests.bench.stats import percentile
+from tests.bench.targets import Session, Target, open_many
+from tests.bench.wsclient import Conn, Recorder
+
+__all__ = ["SCENARIOS", "Result"]
+
+Result = dict[str, Any]
+Params = dict[str, Any]
+
+
+def rss(pid: int) -> int:
+    """The resident set size of process ``pid`` in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def server_socket(server_port: int, client_port: int) -> tuple[str, int] | None:
+    """The server's side of a loopback connection: (TCP state in hex, unsent bytes).
+
+    Read from ``/proc/net/tcp``; state ``01`` is ESTABLISHED. The unsent bytes are what the
+    kernel holds for a client that does not read (they are not in the server's RSS).
+    """
+    local = f"0100007F:{server_port:04X}"
+    remote = f"0100007F:{client_port:04X}"
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        parts = line.split()
+        if parts[1] == local and parts[2] == remote:
+            return parts[3], int(parts[4].split(":")[0], 16)
+    return None
+
+
+def log_mentions(path: str | None, text: str, start: int) -> tuple[bool, int]:
+    """Whether the server log grew a line containing ``text`` after byte ``start``."""
+    if not path:
+        return False, start
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read()
+    return text.encode() in data, start + len(data)
+
+
+async def wait_until(predicate: Callable[[], bool], within: float, every: float = 0.02) -> bool:
+    """Poll ``predicate`` until it holds (True) or ``within`` seconds pass (False)."""
+    deadline = now() + within
+    while not predicate():
+        if now() > deadline:
+            return False
+        await asyncio.sleep(every)
+    return True
+
+
+def correctness(conns: Iterable[Conn], *, expect_open: bool = True) -> dict[str, int]:
+    """The stream checks summed over ``conns``."""
+    conns = list(conns)
+    return {
+        "observers": len(conns),
+        "duplicates": sum(c.duplicates for c in conns),
+        "gaps": sum(c.gaps for c in conns),
+        "resets": sum(c.resets for c in conns),
+        "early": sum(c.early for c in conns),
+        "closed": sum(1 for c in conns if c.closed.done()) if expect_open else 0,
+    }
+
+
+def latency_ms(samples: Sequence[float]) -> dict[str, float]:
+    """p50/p99/max of latency samples, in milliseconds."""
+    return {
+        "p50_ms": percentile(samples, 50) * 1000,
+        "p99_ms": percentile(samples, 99) * 1000,
+        "max_ms": max(samples) * 1000 if samples else float("nan"),
+        "samples": float(len(samples)),
+    }
+
+
+def mean_frame(conns: Iterable[Conn]) -> float:
+    conns = list(conns)
+    frames = sum(c.frames for c in conns)
+    return sum(c.frame_bytes for c in conns) / frames if frames else 0.0
+
+
+async def _drain(conns: Sequence[Conn], targets: Sequence[int], within: float) -> bool:
+    """Wait until every open connection has seen its target number of stamped updates."""
+    return await wait_until(
+        lambda: all(c.closed.done() or c.marks >= t for c, t in zip(conns, targets, strict=True)),
+        within,
+    )
+
+
+async def _setup(
+    target: Target, recorder: Recorder, sessions: int, per_session: int
+) -> tuple[list[Session], list[Conn]]:
+    """``sessions`` sessions with ``per_session`` live observers each (creators included)."""
+    creators = [await target.open(recorder) for _ in range(sessions)]
+    made = await asyncio.gather(*(target.create(c) for c in creators))
+    others = await open_many(target, recorder, made, per_session - 1) if per_session > 1 else []
+    return list(made), creators + others
+
+
+async def _window(
+    target: Target,
+    recorder: Recorder,
+    sessions: Sequence[Session],
+    conns: Sequence[Conn],
+    rate: float,
+    seconds: float,
+    warmup: float,
+    size: int,
+) -> dict[str, float]:
+    """Stream for ``seconds`` at ``rate``; measure after ``warmup``; wait for the drain."""
+    count = max(1, int(rate * seconds))
+    # Each observer of a session receives ``count`` stamps.
+    goals = [c.marks + count for c in conns]
+    await target.stream(sessions, rate, count, size)
+    await asyncio.sleep(warmup)
+    cpu0, t0 = time.process_time(), now()
+    recorder.start()
+    await asyncio.sleep(max(0.1, seconds - warmup))
+    samples = recorder.stop()
+    t1, cpu1 = now(), time.process_time()
+    deliveries = recorder.deliveries
+    drained = await _drain(conns, goals, within=max(15.0, 3 * seconds))
+    figures = latency_ms(samples)
+    figures.update(
+        rate=rate,
+        deliveries_per_s=deliveries / (t1 - t0),
+        offered_per_s=rate * len(conns),
+        loadgen_cpu=(cpu1 - cpu0) / (t1 - t0),
+        drained=float(drained),
+        closed=float(sum(1 for c in conns if c.closed.done())),
+    )
+    return figures
+
+
+async def s1_fanout(target: Target, p: Params, server_pid: int) -> Result:
+    """S1: one session, many observers, rising rate; the best deliveries/s with p99 < limit."""
+    recorder = Recorder()
+    sessions, conns = await _setup(target, recorder, 1, p["observers"])
+    steps: list[dict[str, float]] = []
+    best: dict[str, float] | None = None
+    rate = float(p["start_rate"])
+    for _ in range(p["max_steps"]):
+        step = await _window(
+            target, recorder, sessions, conns, rate, p["step_s"], p["warmup_s"], p["size"]
+        )
+        steps.append(step)
+        ok = step["p99_ms"] < p["p99_limit_ms"] and step["drained"] and not step["closed"]
+        ok = ok and step["deliveries_per_s"] >= 0.9 * step["offered_per_s"]
+        if not ok:
+            break
+        if best is None or step["deliveries_per_s"] > best["deliveries_per_s"]:
+            best = step
+        rate *= p["factor"]
+    best = best or {"deliveries_per_s": 0.0, "p99_ms": float("nan"), "rate": 0.0}
+    return {
+        "figures": {
+            "deliveries_per_s": best["deliveries_per_s"],
+            "p99_ms": best["p99_ms"],
+            "rate": best["rate"],
+        },
+        "correctness": correctness(conns),
+        "detail": {"steps": steps, "frame_bytes": mean_frame(conns)},
+    }
+
+
+async def s2_wide(target: Target, p: Params, server_pid: int) -> Result:
+    """S2: many sessions with a few observers each at a fixed rate; end-to-end latency."""
+    recorder = Recorder()
+    sessions, conns = await _setup(target, recorder, p["sessions"], p["observers"])
+    step = await _window(
+        target, recorder, sessions, conns, p["rate"], p["seconds"], p["warmup_s"], p["size"]
+    )
+    return {
+        "figures": {
+            "p50_ms": step["p50_ms"],
+            "p99_ms": step["p99_ms"],
+            "deliveries_per_s": step["deliveries_per_s"],
+        },
+        "correctness": correctness(conns),
+        "detail": {"step": step, "frame_bytes": mean_frame(conns)},
+    }
+
+
+async def _preload(target: Target, session: Session, count: int, size: int, per: int) -> float:
+    """Stream ``count`` updates as fast as possible; seconds until the creator has them all."""
+    goal = session.creator.marks + count
+    t0 = now()
+    await target.stream([session], 0, count, size, per_message=per)
+    if not await wait_until(lambda: session.creator.marks >= goal, within=600):
+        raise RuntimeError(f"preload: {session.creator.marks}/{goal} updates arrived")
+    return now() - t0
+
+
+def _skip(target: Target) -> Result | None:
+    if target.kind != "hub":
+        return {"skipped": "the baseline has no replay, cursors or outbox"}
+    return None
+
+
+async def s4_late_join(target: Target, p: Params, server_pid: int) -> Result:
+    """S4: attach with full replay to a long session while updates keep arriving."""
+    if (skipped := _skip(target)) is not None:
+        return skipped
+    recorder = Recorder()
+    sessions, conns = await _setup(target, recorder, 1, p["observers"])
+    session = sessions[0]
+    preload_s = await _preload(target, session, p["preload"], p["size"], p["per_message"])
+    live = int(p["rate"] * (2 * p["window_s"] + 30))
+    await target.stream([session], p["rate"], live, p["size"])
+    await asyncio.sleep(1.0)
+    recorder.start()
+    await asyncio.sleep(p["window_s"])
+    without = recorder.stop()
+
+    own = Recorder()
+    joiner = await target.open(own)
+    recorder.start()
+    t0 = now()
+    seq = await target.attach(joiner, session, {"type": "start"})
+    answered = now()
+    arrived = await wait_until(lambda: joiner.first_live_at is not None, within=30)
+    rest = p["window_s"] - (now() - t0)
+    if rest > 0:
+        await asyncio.sleep(rest)
+    with_joiner = recorder.stop()
+    await asyncio.sleep(0.5)
+    target.cancel(session)
+    first_live = (joiner.first_live_at - t0) if joiner.first_live_at is not None else float("nan")
+    p99_without = percentile(without, 99)
+    p99_with = percentile(with_joiner, 99)
+    return {
+        "figures": {
+            "attach_to_live_s": first_live,
+            "attach_to_response_s": answered - t0,
+            "others_p99_ratio": p99_with / p99_without,
+        },
+        "correctness": {
+            **correctness([*conns, joiner]),
+            "joiner_gaps": joiner.gaps,
+            "joiner_duplicates": joiner.duplicates,
+            "joiner_live": int(arrived),
+            "replay_covers_preload": int(joiner.replay_marks >= p["preload"]),
+        },
+        "detail": {
+            "preload_s": preload_s,
+            "response_seq": seq,
+            "replay_frames": joiner.replay_frames,
+            "replay_bytes": joiner.frame_bytes,
+            "replayed_chunks": joiner.replay_marks,
+            "others_without": latency_ms(without),
+            "others_with": latency_ms(with_joiner),
+        },
+    }
+
+
+def _first_live(conn: Conn) -> Callable[[], bool]:
+    return lambda: conn.first_live_at is not None
+
+
+async def s5_blip(target: Target, p: Params, server_pid: int) -> Result:
+    """S5: reconnect with a cursor ``behind`` updates back; time until the stream is live."""
+    if (skipped := _skip(target)) is not None:
+        return skipped
+    recorder = Recorder()
+    sessions, conns = await _setup(target, recorder, 1, p["observers"])
+    session = sessions[0]
+    creator = session.creator
+    await _preload(target, session, 2 * p["behind"], p["size"], 100)
+    live = int(p["rate"] * (p["blips"] * 0.5 + 30))
+    await target.stream([session], p["rate"], live, p["size"])
+    await asyncio.sleep(0.5)
+    to_response: list[float] = []
+    to_live: list[float] = []
+    blippers: list[Conn] = []
+    caught_up = 0
+    own = Recorder()
+    for _ in range(p["blips"]):
+        conn = await target.open(own)
+        assert creator.last_seq is not None
+        cursor = creator.last_seq - p["behind"]
+        conn.last_seq = cursor
+        t0 = now()
+        await target.attach(
+            conn, session, {"type": "_hub_after", "epoch": session.epoch, "seq": cursor}
+        )
+        to_response.append(now() - t0)
+        if await wait_until(_first_live(conn), within=5, every=0.001):
+            assert conn.first_live_at is not None
+            to_live.append(conn.first_live_at - t0)
+        caught_up += int(conn.updates >= p["behind"])
+        conn.close()
+        await wait_until(conn.closed.done, within=2)
+        blippers.append(conn)
+        await asyncio.sleep(p["interval_s"])
+    target.cancel(session)
+    return {
+        "figures": {
+            "resume_to_live_p99_ms": percentile(to_live, 99) * 1000,
+            "resume_to_live_p50_ms": percentile(to_live, 50) * 1000,
+            "resume_to_response_p99_ms": percentile(to_response, 99) * 1000,
+        },
+        "correctness": {
+            **correctness(conns),
+            "blips": len(blippers),
+            "blip_gaps": sum(c.gaps for c in blippers),
+            "blip_duplicates": sum(c.duplicates for c in blippers),
+            "blip_resets": sum(c.resets for c in blippers),
+            "blips_caught_up": caught_up,
+            "blips_live": len(to_live),
+        },
+        "detail": {"to_live_ms": [x * 1000 for x in to_live]},
+    }
+
+
+async def s7_slow(target: Target, p: Params, server_pid: int) -> Result:
+    """S7: one observer stops reading; it must be closed with 1013 and cost nobody else.
+
+    The slow observer reads again once the hub's log reports the slow consumer (or after
+    ``max_pause_s``), before the hub's close timeout aborts the connection, so that it can
+    see the close frame queued behind everything the kernel held for it.
+    """
+    if (skipped := _skip(target)) is not None:
+        return skipped
+    recorder = Recorder()
+    sessions, conns = await _setup(target, recorder, 1, p["observers"] - 1)
+    session = sessions[0]
+    slow = await target.open(Recorder(), rcvbuf=4096)
+    await target.attach(slow, session)
+    live = int(p["rate"] * (p["window_s"] + p["max_pause_s"] + 30))
+    await target.stream([session], p["rate"], live, p["size"])
+    await asyncio.sleep(1.0)
+    recorder.start()
+    await asyncio.sleep(p["window_s"])
+    without = recorder.stop()
+
+    log = p.get("server_log")
+    _, log_pos = log_mentions(log, "", 0)
+    rss_before = rss(server_pid)
+    peak = rss_before
+    kernel_peak = 0
+    slow.pause()
+    recorder.start()
+    t0 = now()
+    closed_after: float | None = None
+    while now() - t0 < p["max_pause_s"]:
+        await asyncio.sleep(0.1)
+        peak = max(peak, rss(server_pid))
+        side = server_socket(target.port, slow.local_port)
+        if side is not None:
+            kernel_peak = max(kernel_peak, side[1])
+        seen, log_pos = log_mentions(log, "slow consumer", log_pos)
+        if seen:
+            closed_after = now() - t0
+            await asyncio.sleep(0.5)
+            peak = max(peak, rss(server_pid))
+            break
+    with_slow = recorder.stop()
+    slow.resume()
+    closed = await wait_until(slow.closed.done, within=30)
+    target.cancel(session)
+    p99_without = percentile(without, 99)
+    p99_with = percentile(with_slow, 99)
+    return {
+        "figures": {
+            "close_code": float(slow.close_code or 0),
+            "seconds_to_close": closed_after if closed_after is not None else float("nan"),
+            "rss_growth_mb": (peak - rss_before) / 2**20,
+            "rss_growth_per_bound": (peak - rss_before) / p["bound"],
+            "others_p99_ratio": p99_with / p99_without,
+        },
+        "correctness": {
+            **correctness(conns),
+            "slow_closed": int(closed),
+            "slow_close_1013": int(slow.close_code == 1013),
+            "slow_gaps": slow.gaps,
+            "slow_duplicates": slow.duplicates,
+        },
+        "detail": {
+            "bound_bytes": p["bound"],
+            "frame_bytes": mean_frame(conns),
+            "kernel_unsent_peak_bytes": kernel_peak,
+            "others_without": latency_ms(without),
+            "others_with": latency_ms(with_slow),
+        },
+    }
+
+
+async def s8_idle(target: Target, p: Params, server_pid: int) -> Result:
+    """S8: many attached, idle observers; the server's memory per observer."""
+    recorder = Recorder()
+    sessions, conns = await _setup(target, recorder, 1, p["warm"])
+    await asyncio.sleep(p["settle_s"])
+    before = rss(server_pid)
+    more = await open_many(target, recorder, sessions, p["observers"] - p["warm"])
+    await asyncio.sleep(p["settle_s"])
+    after = rss(server_pid)
+    # Check the observers are really attached and live: one update reaches them all.
+    everyone = conns + more
+    goals = [c.marks + 1 for c in everyone]
+    await target.stream(sessions, 0, 1, p["size"])
+    delivered = await _drain(everyone, goals, within=60)
+    return {
+        "figures": {"kb_per_observer": (after - before) / 1024 / len(more)},
+        "correctness": {**correctness(everyone), "all_delivered": int(delivered)},
+        "detail": {"rss_before_mb": before / 2**20, "rss_after_mb": after / 2**20},
+    }
+
+
+Scenario = Callable[[Target, Params, int], Awaitable[Result]]
+
+SCENARIOS: dict[str, Scenario] = {
+    "S1": s1_fanout,
+    "S2": s2_wide,
+    "S4": s4_late_join,
+    "S5": s5_blip,
+    "S7": s7_slow,
+    "S8": s8_idle,
+}

@@ -1,0 +1,139 @@
+"""Starting and stopping the servers under test as subprocesses, pinned to their cores.
+
+Both servers print ``...: listening on http://HOST:PORT`` on stdout once ready; the port is
+read from that line (they bind port 0). The server is pinned to ``server_cpus`` from the moment
+it starts (``preexec_fn``), so the hub's agent subprocess inherits that affinity until it pins
+itself to ``agent_cpus`` (``ACP_HUB_BENCH_AGENT_CPUS``, read by ``agent.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from io import BufferedReader
+from pathlib import Path
+from typing import IO, cast
+
+from tests.bench.payload import now
+
+__all__ = ["ROOT", "Server", "ServerFailed", "start_baseline", "start_hub"]
+
+ROOT = Path(__file__).resolve().parents[2]
+_LISTENING = re.compile(rb"listening on http://([0-9.]+):(\d+)")
+
+
+class ServerFailed(Exception):
+    """A server did not start; the message carries the end of its log."""
+
+
+@dataclass
+class Server:
+    """A running server subprocess."""
+
+    kind: str
+    proc: subprocess.Popen[bytes]
+    host: str
+    port: int
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 10 s; the whole process group (the hub's agents too)."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+def _pin(cpus: set[int] | None) -> None:
+    if cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, cpus)
+
+
+def _copy(stream: BufferedReader, log: IO[bytes]) -> None:
+    for chunk in iter(lambda: stream.read1(65536), b""):
+        log.write(chunk)
+        log.flush()
+
+
+def _start(
+    kind: str,
+    argv: list[str],
+    log: Path,
+    cpus: set[int] | None,
+    env: dict[str, str],
+    within: float = 60.0,
+) -> Server:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    out = log.open("wb")
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=out,
+        env={**os.environ, **env},
+        preexec_fn=lambda: _pin(cpus),
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    stdout = cast(BufferedReader, proc.stdout)
+    seen = b""
+    deadline = now() + within
+    while (match := _LISTENING.search(seen)) is None:
+        left = deadline - now()
+        if left <= 0 or proc.poll() is not None:
+            proc.kill()
+            proc.wait()
+            out.close()
+            tail = log.read_text(errors="replace")[-2000:]
+            raise ServerFailed(f"{kind} did not start ({' '.join(argv)}):\n{seen!r}\n{tail}")
+        ready, _, _ = select.select([stdout], [], [], min(left, 0.5))
+        if ready:
+            chunk = stdout.read1(65536)
+            if not chunk:
+                continue
+            seen += chunk
+            out.write(chunk)
+    # Keep draining stdout into the log, so that the server never blocks on a full pipe.
+    threading.Thread(target=_copy, args=(stdout, out), daemon=True).start()
+    return Server(kind, proc, match.group(1).decode(), int(match.group(2)), log)
+
+
+def start_baseline(log: Path, cpus: set[int] | None) -> Server:
+    """The baseline broadcast server on an ephemeral loopback port."""
+    argv = [sys.executable, "-m", "tests.bench.baseline", "--host", "127.0.0.1", "--port", "0"]
+    return _start("baseline", argv, log, cpus, {})
+
+
+def start_hub(
+    log: Path,
+    cpus: set[int] | None,
+    agent_cpus: set[int] | None,
+    *,
+    config: Path | None = None,
+    extra: list[str] | None = None,
+) -> Server:
+    """``acp-hub serve`` with the bench agent on an ephemeral loopback port."""
+    exe = Path(sys.executable).with_name("acp-hub")
+    agent = f"bench={sys.executable} tests/bench/agent.py"
+    argv = [str(exe), "serve", "--host", "127.0.0.1", "--port", "0", "--agent", agent]
+    if config is not None:
+        argv += ["--config", str(config)]
+    argv += extra or []
+    env = {"PYTHONPATH": str(ROOT)}
+    if agent_cpus:
+        env["ACP_HUB_BENCH_AGENT_CPUS"] = ",".join(str(c) for c in sorted(agent_cpus))
+    return _start("hub", argv, log, cpus, env)

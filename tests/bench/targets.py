@@ -1,0 +1,189 @@
+"""The two servers under test, driven through one interface by the scenarios.
+
+``HubTarget`` speaks the hub's wire contract (``docs/protocol.md``): ``initialize``,
+``session/new`` on the ``bench`` agent, ``session/resume`` with an optional ``replayFrom``,
+``session/prompt`` whose text tells ``agent.py`` what to stream. ``BaselineTarget`` speaks the
+baseline's two-method protocol (``baseline.py``), where a group stands for a session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tests.bench.wsclient import Conn, Recorder, connect
+
+__all__ = ["BaselineTarget", "HubTarget", "Session", "Target", "make_target", "open_many"]
+
+
+@dataclass
+class Session:
+    """A session (hub) or group (baseline) and the connection that created it."""
+
+    id: str
+    epoch: Any
+    creator: Conn
+
+
+class Target(Protocol):
+    """What a scenario needs from a server."""
+
+    kind: str
+    host: str
+    port: int
+
+    async def open(self, recorder: Recorder, *, rcvbuf: int | None = None) -> Conn:
+        """A connected client, ready to create or attach."""
+        ...
+
+    async def create(self, conn: Conn) -> Session:
+        """A new session; ``conn`` is attached to it and live."""
+        ...
+
+    async def attach(
+        self, conn: Conn, session: Session, replay: dict[str, Any] | None = None
+    ) -> int:
+        """Attach ``conn`` (live after this returns); the seq the stream continues after."""
+        ...
+
+    async def stream(
+        self, sessions: Sequence[Session], rate: float, count: int, size: int, **extra: int
+    ) -> None:
+        """Start ``count`` updates of about ``size`` bytes at ``rate``/s in every session."""
+        ...
+
+    def cancel(self, session: Session) -> None:
+        """Stop a session's stream early (hub: ``session/cancel``)."""
+        ...
+
+
+def _meta_seq(result: Any) -> tuple[int, Any]:
+    meta = ((result or {}).get("_meta") or {}).get("acp-hub") or {}
+    return int(meta.get("seq", 0)), meta.get("epoch")
+
+
+class HubTarget:
+    """The hub at ``host:port`` with a ``bench`` agent."""
+
+    kind = "hub"
+
+    def __init__(self, host: str, port: int, agent: str = "bench") -> None:
+        self.host, self.port, self.agent = host, port, agent
+        self.cwd = os.getcwd()
+
+    async def open(self, recorder: Recorder, *, rcvbuf: int | None = None) -> Conn:
+        conn = await connect(self.host, self.port, "/acp", recorder, rcvbuf=rcvbuf)
+        await conn.request(
+            "initialize",
+            {
+                "protocolVersion": 2,
+                "info": {"name": "acp-hub-bench", "version": "0.1.0"},
+                "capabilities": {},
+            },
+        )
+        return conn
+
+    async def create(self, conn: Conn) -> Session:
+        result = await conn.request(
+            "session/new",
+            {"cwd": self.cwd, "mcpServers": [], "_meta": {"acp-hub": {"agent": self.agent}}},
+        )
+        seq, epoch = _meta_seq(result)
+        conn.attached_at(seq)
+        return Session(str(result["sessionId"]), epoch, conn)
+
+    async def attach(
+        self, conn: Conn, session: Session, replay: dict[str, Any] | None = None
+    ) -> int:
+        params: dict[str, Any] = {"sessionId": session.id, "cwd": self.cwd}
+        if replay is not None:
+            params["replayFrom"] = replay
+        seq, _ = _meta_seq(await conn.request("session/resume", params))
+        conn.attached_at(seq)
+        return seq
+
+    async def stream(
+        self, sessions: Sequence[Session], rate: float, count: int, size: int, **extra: int
+    ) -> None:
+        words = " ".join(f"{k}={v}" for k, v in extra.items())
+        text = f"rate={rate:g} count={count} size={size} {words}".strip()
+        await asyncio.gather(
+            *(
+                s.creator.request(
+                    "session/prompt",
+                    {"sessionId": s.id, "prompt": [{"type": "text", "text": text}]},
+                )
+                for s in sessions
+            )
+        )
+
+    def cancel(self, session: Session) -> None:
+        session.creator.notify("session/cancel", {"sessionId": session.id})
+
+
+class BaselineTarget:
+    """The baseline broadcast server at ``host:port``."""
+
+    kind = "baseline"
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self._groups = itertools.count(1)
+
+    async def open(self, recorder: Recorder, *, rcvbuf: int | None = None) -> Conn:
+        return await connect(self.host, self.port, "/", recorder, rcvbuf=rcvbuf)
+
+    async def create(self, conn: Conn) -> Session:
+        session = Session(f"g{next(self._groups)}", "e1", conn)
+        await self.attach(conn, session)
+        return session
+
+    async def attach(
+        self, conn: Conn, session: Session, replay: dict[str, Any] | None = None
+    ) -> int:
+        seq, _ = _meta_seq(await conn.request("attach", {"group": session.id}))
+        conn.attached_at(seq)
+        return seq
+
+    async def stream(
+        self, sessions: Sequence[Session], rate: float, count: int, size: int, **extra: int
+    ) -> None:
+        params = {"groups": [s.id for s in sessions], "rate": rate, "count": count, "size": size}
+        await sessions[0].creator.request("stream", params)
+
+    def cancel(self, session: Session) -> None:
+        """The baseline's streams always run to their count."""
+
+
+def make_target(kind: str, host: str, port: int) -> Target:
+    """A target of ``kind`` (``hub`` or ``baseline``)."""
+    if kind == "hub":
+        return HubTarget(host, port)
+    if kind == "baseline":
+        return BaselineTarget(host, port)
+    raise ValueError(f"unknown target kind {kind!r}")
+
+
+async def open_many(
+    target: Target,
+    recorder: Recorder,
+    sessions: Sequence[Session],
+    per_session: int,
+    *,
+    concurrency: int = 100,
+) -> list[Conn]:
+    """Open ``per_session`` connections attached (live) to each of ``sessions``."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(session: Session) -> Conn:
+        async with gate:
+            conn = await target.open(recorder)
+            await target.attach(conn, session)
+            return conn
+
+    jobs = [one(s) for s in sessions for _ in range(per_session)]
+    return list(await asyncio.gather(*jobs))
