@@ -1013,9 +1013,9 @@ class TurnRunner:
         self.wait(float(rest))
 
     def cmd_hang(self, rest: str) -> None:
-        # An agent that does not notice a cancel: it finishes as if nothing happened.
+        # An agent that does not notice a cancel: from here on it finishes as if nothing happened.
+        self.deaf = True
         time.sleep(float(rest) / 1000)
-        self.turn.cancel.clear()
 
     def cmd_ignore_cancel(self, rest: str) -> None:
         self.deaf = True

@@ -363,7 +363,7 @@ def test_cancel_request_cancels_a_v1_prompt(spawn: Spawn, tmp_path: Path) -> Non
 
 def test_hang_ignores_cancel(spawn: Spawn, tmp_path: Path) -> None:
     agent, session_id = session(spawn, 1, tmp_path)
-    prompt_id = agent.prompt(session_id, "say go\nhang 1500\nsay done")
+    prompt_id = agent.prompt(session_id, "hang 100\nsay go\nsleep 200\nsay done")
     agent.until(lambda m: is_update(m, "agent_message_chunk"))
     agent.notify("session/cancel", {"sessionId": session_id})
     response, messages = agent.until_response(prompt_id)
@@ -610,12 +610,25 @@ def test_list_close_delete(spawn: Spawn, tmp_path: Path, version: int) -> None:
     only = agent.call("session/list", {"cwd": str(other)})["sessions"]
     assert [s["sessionId"] for s in only] == [second]
     prompt_id = agent.prompt(second, "sleep 20000")
-    agent.call("session/close", {"sessionId": second})
-    if version == 1:
-        response, _ = agent.until_response(prompt_id)
-        assert response["result"]["stopReason"] == "cancelled"
-    else:
-        assert agent.until(is_idle)[-1]["params"]["update"]["stopReason"] == "cancelled"
+    close_id = agent.request("session/close", {"sessionId": second})
+
+    def turn_end(m: Json) -> bool:
+        return is_idle(m) if version == 2 else is_response(m, prompt_id)
+
+    # The close answer and the end of the cancelled turn may come in either order.
+    seen: list[Json] = []
+
+    def both(message: Json) -> bool:
+        seen.append(message)
+        closed = any(is_response(m, close_id) for m in seen)
+        return closed and any(turn_end(m) for m in seen)
+
+    agent.until(both)
+    [end] = [m for m in seen if turn_end(m)]
+    stop = end["result"] if version == 1 else end["params"]["update"]
+    assert stop["stopReason"] == "cancelled"
+    [closed] = [m for m in seen if is_response(m, close_id)]
+    assert closed["result"] == {}
     assert agent.call("session/delete", {"sessionId": second}) == {}
     assert agent.call("session/delete", {"sessionId": second}) == {}  # idempotent
     listed = agent.call("session/list", {})["sessions"]
