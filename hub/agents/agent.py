@@ -369,6 +369,7 @@ class Agent:
                     tg,
                     on_request=partial(self._on_request, live),
                     on_notification=partial(self._on_notification, live),
+                    on_request_seen=self._on_request_seen,
                     max_line=self._max_line,
                 )
                 live.conn = conn
@@ -1083,6 +1084,14 @@ class Agent:
         logger.warning("! agent %s: malformed %s update dropped: %s", self.name, variant, problem)
         return []
 
+    def _on_request_seen(self, method: str, params: dict[str, Any]) -> None:
+        # In stream order: an `elicitation/complete` right behind its `elicitation/create`
+        # must find the binding even before the create's task has run.
+        if method == "elicitation/create":
+            eid, sid = params.get("elicitationId"), params.get("sessionId")
+            if isinstance(eid, str) and isinstance(sid, str) and sid in self._sessions:
+                self._elicitations[eid] = sid
+
     async def _on_request(self, live: _Live, method: str, params: dict[str, Any]) -> Any:
         if method == "session/request_permission":
             return await self._serve_permission(live, params)
@@ -1156,9 +1165,6 @@ class Agent:
                 "! agent %s: elicitation without an attached session: cancelled", self.name
             )
             return {"action": "cancel"}
-        eid = params.get("elicitationId")
-        if isinstance(eid, str):
-            self._elicitations[eid] = entry.session_id
         result = await entry.sink.on_elicitation(dict(params))
         if not isinstance(result, dict) or not isinstance(result.get("action"), str):
             logger.warning("! agent %s: elicitation answer %r refused: cancel", self.name, result)

@@ -13,7 +13,8 @@ waiting on anything but the next chunk:
   order; ``$/cancel_request`` from the agent cancels the task serving that request;
 * a request from the agent is served by ``on_request`` in a task of its own, so that a
   permission prompt waiting for a human never stalls the stream; its result or error is
-  written back with the agent's own id, ``-32800`` if the agent withdrew it;
+  written back with the agent's own id, ``-32800`` if the agent withdrew it.
+  ``on_request_seen`` (optional) is told of it synchronously first, in stream order;
 * a line over the limit, bytes that are not JSON, or JSON that is not a JSON-RPC message are
   logged with the agent's name and answered per JSON-RPC (``-32700`` with ``id: null`` for
   unparseable input, ``-32600`` otherwise); nothing the agent sends can end the reader
@@ -96,6 +97,7 @@ class Connection:
         *,
         on_request: RequestHandler,
         on_notification: NotificationHandler,
+        on_request_seen: NotificationHandler | None = None,
         max_line: int = DEFAULT_MAX_LINE,
     ) -> None:
         self.name = name
@@ -104,6 +106,7 @@ class Connection:
         self._tg = task_group
         self._on_request = on_request
         self._on_notification = on_notification
+        self._on_request_seen = on_request_seen
         self._max_line = max_line
         self._write_lock = anyio.Lock()
         self._outgoing: IdMap[_Outgoing] = IdMap()
@@ -292,6 +295,13 @@ class Connection:
         if entry.params is not None and not isinstance(entry.params, dict):
             self._reply_soon(jsonrpc.error(entry.id, invalid_params("params must be an object")))
             return
+        if self._on_request_seen is not None:
+            try:
+                self._on_request_seen(
+                    entry.method, entry.params if isinstance(entry.params, dict) else {}
+                )
+            except Exception:
+                logger.exception("! agent %s: noting %s failed", self.name, entry.method)
         scope = anyio.CancelScope()
         self._incoming[orjson.dumps(entry.id)] = scope
         self._tg.start_soon(self._serve, entry, scope)

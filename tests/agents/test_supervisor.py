@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -272,3 +273,54 @@ async def test_extensions_unknown_variants_and_malformed_updates(
         assert sink.text() == "still fine"
         assert "malformed" in caplog.text
         assert "_hub_reset" in caplog.text
+
+
+async def test_url_elicitation_complete_reaches_the_asked_sink(
+    supervised: Supervised, agent_home: Path
+) -> None:
+    async with supervised(scripted_spec(agent_home, protocol=2)) as sup:
+        agent = sup.get("scripted")
+        sink = RecordingSink()
+        sink.elicitation_answer = {"action": "accept"}
+        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+        create = {
+            "jsonrpc": "2.0",
+            "id": 77,
+            "method": "elicitation/create",
+            "params": {
+                "sessionId": sid,
+                "mode": "url",
+                "elicitationId": "el-1",
+                "url": "https://example.com/login",
+                "message": "Log in",
+            },
+        }
+        complete = {
+            "jsonrpc": "2.0",
+            "method": "elicitation/complete",
+            "params": {"elicitationId": "el-1"},
+        }
+        await agent.prompt(sid, text(f"raw {json.dumps(create)}\nraw {json.dumps(complete)}"))
+        await sink.wait_for(lambda: bool(sink.completions) and bool(sink.elicitations))
+        assert sink.elicitations[0]["url"] == "https://example.com/login"
+        assert sink.completions == [{"elicitationId": "el-1"}]
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+async def test_a_pending_permission_does_not_hold_up_other_sessions(
+    supervised: Supervised, agent_home: Path, protocol: ProtocolChoice
+) -> None:
+    async with supervised(scripted_spec(agent_home, protocol=protocol)) as sup:
+        agent = sup.get("scripted")
+        waiting, busy = RecordingSink(), RecordingSink()
+        first = (await agent.new_session(str(agent_home), [], waiting)).session_id
+        second = (await agent.new_session(str(agent_home), [], busy)).session_id
+        await agent.prompt(first, text("permission"))
+        call = await waiting.wait_permission()
+        await agent.prompt(second, text("stream 200 64\nsay done"))
+        idle = await busy.wait_idle()
+        assert idle["stopReason"] == "end_turn"
+        assert busy.text().endswith("done")
+        assert not call.answered.is_set()
+        waiting.answer(call, ALLOW)
+        assert (await waiting.wait_idle())["stopReason"] == "end_turn"
