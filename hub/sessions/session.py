@@ -576,8 +576,8 @@ class Session:
         turn = self.turn
         if turn is None:
             return
-        if stop_reason is None and error is None:
-            return  # idle without a stop reason does not end a turn
+        # An idle state ends the turn for arbitration even without a stop reason (agents may
+        # stop at any point); a v1 client waiting for its stop reason then gets `end_turn`.
         turn.stop_reason = stop_reason if isinstance(stop_reason, str) else None
         turn.error = error
         turn.ended.set()
