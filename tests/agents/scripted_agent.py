@@ -190,10 +190,23 @@ class Session:
     turn: Turn | None = None
     counter: int = 0
     used_tokens: int = 0
+    path: str | None = None
+    """With ``--state-dir``: where the session's metadata is kept, so that a restarted agent
+    can resume it (without its history) and never reuses an id."""
 
     def next_id(self, prefix: str) -> str:
         self.counter += 1
+        self.save()
         return f"{prefix}-{self.counter}"
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        data = {"cwd": self.cwd, "counter": self.counter, "title": self.title, "mode": self.mode}
+        tmp = self.path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh)
+        os.replace(tmp, self.path)
 
 
 # --------------------------------------------------------------------------- the agent
@@ -416,8 +429,28 @@ class Agent:
             state["modes"] = self.modes(session)
         return state
 
+    def state_path(self, session_id: str) -> str | None:
+        state_dir: str | None = self.args.state_dir
+        if state_dir is None or not session_id.replace("-", "").isalnum():
+            return None
+        return os.path.join(state_dir, f"{session_id}.json")
+
     def find(self, params: Json) -> Session:
-        session = self.sessions.get(str(params.get("sessionId")))
+        session_id = str(params.get("sessionId"))
+        session = self.sessions.get(session_id)
+        path = self.state_path(session_id)
+        if session is None and path is not None and os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+            session = Session(
+                session_id=session_id,
+                cwd=str(data["cwd"]),
+                title=data.get("title"),
+                mode=str(data.get("mode", "ask")),
+                counter=int(data.get("counter", 0)),
+                path=path,
+            )
+            self.sessions[session_id] = session
         if session is None:
             raise RpcFailure(RESOURCE_NOT_FOUND, f"unknown session {params.get('sessionId')!r}")
         return session
@@ -427,6 +460,8 @@ class Agent:
         if not isinstance(cwd, str) or not os.path.isabs(cwd):
             raise RpcFailure(INVALID_PARAMS, "cwd must be an absolute path")
         session = Session(session_id=f"sess-{uuid.uuid4().hex[:16]}", cwd=cwd)
+        session.path = self.state_path(session.session_id)
+        session.save()
         self.sessions[session.session_id] = session
         return {"sessionId": session.session_id, **self.session_state(session)}
 
@@ -1136,6 +1171,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--cancel-requests",
         action="store_true",
         help="on session/cancel, send $/cancel_request for the session's pending requests",
+    )
+    parser.add_argument(
+        "--state-dir",
+        default=None,
+        help="keep session metadata here so that a restarted agent can resume its sessions",
     )
     parser.add_argument("--no-load", action="store_true")
     parser.add_argument("--no-resume", action="store_true")

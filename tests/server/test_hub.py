@@ -272,21 +272,7 @@ def _crashed(client: AcpClient, sid: str, status: str = "exited") -> bool:
 
 
 def _idle_after_crash(client: AcpClient, sid: str) -> bool:
-    updates = [p["update"] for p in client.session_updates(sid)]
-    crash_at = next(
-        (
-            i
-            for i, u in enumerate(updates)
-            if u.get("sessionUpdate") == "_hub_agent" and u.get("status") == "exited"
-        ),
-        None,
-    )
-    if crash_at is None:
-        return False
-    return any(
-        u.get("sessionUpdate") == "state_update" and u.get("state") == "idle"
-        for u in updates[crash_at:]
-    )
+    return _crashed(client, sid) and client.fold(sid).foreground == "idle"
 
 
 def _said(client: AcpClient, sid: str, text: str) -> bool:
