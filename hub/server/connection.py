@@ -346,7 +346,11 @@ class ClientConnection:
         if handler is None:
             reply(jsonrpc.error(entry.id, method_not_found(method)))
             return
-        self._spawn(lambda: self._run_async(entry.id, handler, params, reply), method)
+        # The scope exists before the task starts, so that a `$/cancel_request` right behind
+        # the request (a v1 client withdrawing a queued prompt) is not lost.
+        scope = anyio.CancelScope()
+        self._inflight[entry.id] = scope
+        self._spawn(lambda: self._run_async(entry.id, handler, params, reply, scope), method)
 
     def _run_sync(self, request_id: Any, handler: SyncHandler, params: dict[str, Any]) -> bytes:
         try:
@@ -367,9 +371,9 @@ class ClientConnection:
         handler: AsyncHandler,
         params: dict[str, Any],
         reply: Callable[[bytes], None],
+        scope: anyio.CancelScope,
     ) -> None:
-        with anyio.CancelScope() as scope:
-            self._inflight[request_id] = scope
+        with scope:
             try:
                 frame = jsonrpc.response(request_id, await handler(self, params))
             except SessionFailure as exc:

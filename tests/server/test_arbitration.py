@@ -1,0 +1,490 @@
+"""Arbitration end to end: roles, prompt policies, permission routing, presence, attach.
+
+Real hub on a loopback port, real agent subprocesses (the scripted agent, the TypeScript SDK's
+example agent), real WebSocket clients of both protocol versions in every scenario.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from hub.agents.spec import AgentSpec
+from hub.settings import Settings
+from tests.peers.paths import ts_agent_js
+from tests.server.harness import AcpClient, RpcFailure, acp_client, running_hub, scripted_agent
+from tests.support import require_binary
+
+pytestmark = pytest.mark.anyio
+
+FORBIDDEN = -32040
+SESSION_BUSY = -32041
+NOT_LEASE_HOLDER = -32045
+STALE_ANSWER = -32049
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# -- reading what a client saw -------------------------------------------------------------------
+
+
+def hub_updates(client: AcpClient, sid: str, variant: str) -> list[dict[str, Any]]:
+    """The updates of ``variant`` a client saw (v1 clients get v2-only ones as ``_hub_v2``)."""
+    out = []
+    for params in client.session_updates(sid):
+        update = params["update"]
+        if update.get("sessionUpdate") == "_hub_v2":
+            update = update["update"]
+        if update.get("sessionUpdate") == variant:
+            out.append(update)
+    return out
+
+
+def texts(client: AcpClient, sid: str, prefix: str) -> list[str]:
+    """Agent message chunk texts starting with ``prefix`` (the scripted agent's reports)."""
+    out = []
+    for update in hub_updates(client, sid, "agent_message_chunk"):
+        content = update.get("content") or {}
+        text = content.get("text") if isinstance(content, dict) else None
+        if isinstance(text, str) and text.startswith(prefix):
+            out.append(text)
+    return out
+
+
+def said(client: AcpClient, sid: str, fragment: str) -> bool:
+    return any(
+        fragment in str((u.get("content") or {}).get("text", ""))
+        for u in hub_updates(client, sid, "agent_message_chunk")
+    )
+
+
+def permission_requests(client: AcpClient) -> list[dict[str, Any]]:
+    return [r for r in client.requests if r["method"] == "session/request_permission"]
+
+
+def records(client: AcpClient, sid: str, permission_id: str) -> list[dict[str, Any]]:
+    return [
+        u for u in hub_updates(client, sid, "_hub_permission") if u["permissionId"] == permission_id
+    ]
+
+
+def final_record(client: AcpClient, sid: str, permission_id: str) -> dict[str, Any] | None:
+    done = [r for r in records(client, sid, permission_id) if r["status"] != "pending"]
+    return done[-1] if done else None
+
+
+def last_permission_id(client: AcpClient, sid: str) -> str:
+    pending = [u for u in hub_updates(client, sid, "_hub_permission") if u["status"] == "pending"]
+    return str(pending[-1]["permissionId"])
+
+
+def refusals(client: AcpClient, method: str = "_hub/answer_refused") -> list[dict[str, Any]]:
+    return [n["params"] for n in client.notifications if n["method"] == method]
+
+
+def client_id(client: AcpClient) -> str:
+    return str(client.init_result["_meta"]["acp-hub"]["clientId"])
+
+
+def states(client: AcpClient, sid: str) -> list[tuple[str, str | None]]:
+    return [(u["state"], u.get("stopReason")) for u in hub_updates(client, sid, "state_update")]
+
+
+def idle_with(client: AcpClient, sid: str, reason: str) -> int:
+    return sum(1 for s in states(client, sid) if s == ("idle", reason))
+
+
+async def wait_count(client: AcpClient, count: Callable[[], int], n: int) -> None:
+    await client.wait_for(lambda: count() >= n)
+
+
+def allow(option: str) -> dict[str, Any]:
+    return {"outcome": {"outcome": "selected", "optionId": option}}
+
+
+async def resume(client: AcpClient, sid: str, **params: Any) -> Any:
+    return await client.call("session/resume", {"sessionId": sid, "cwd": "/tmp", **params})
+
+
+# -- permission races ----------------------------------------------------------------------------
+
+
+async def race(
+    hub_url: str,
+    agent_name: str,
+    rounds: int,
+    prompt: str,
+    reports: dict[str, str],
+) -> None:
+    """Two approvers (v2 and v1) answer every permission request at the same moment, with
+    different options; an owner (v2) and a viewer (v1) watch. ``reports`` maps each option
+    to the text the agent says when it receives that option."""
+    async with (
+        acp_client(hub_url, 2, name="owner") as owner,
+        acp_client(hub_url, 2, role="approver", name="approver-a") as a,
+        acp_client(hub_url, 1, events=True, role="approver", name="approver-b") as b,
+        acp_client(hub_url, 1, events=True, role="viewer", name="viewer") as viewer,
+    ):
+        sid = await owner.new_session(agent_name)
+        for client in (a, b, viewer):
+            await resume(client, sid)
+        for n in range(1, rounds + 1):
+            await race_round(n, sid, prompt, reports, owner, a, b, viewer)
+
+
+async def got_request(client: AcpClient, before: int) -> dict[str, Any]:
+    """Wait for the next permission copy ``client`` receives after ``before`` of them."""
+    await client.wait_for(lambda: len(permission_requests(client)) > before)
+    return permission_requests(client)[-1]
+
+
+async def sees_final(client: AcpClient, sid: str, pid: str) -> dict[str, Any]:
+    """Wait until ``client`` saw permission ``pid`` leave ``pending``; return that record."""
+    await client.wait_for(lambda: final_record(client, sid, pid) is not None)
+    record = final_record(client, sid, pid)
+    assert record is not None
+    return record
+
+
+async def race_round(
+    n: int,
+    sid: str,
+    prompt: str,
+    reports: dict[str, str],
+    owner: AcpClient,
+    a: AcpClient,
+    b: AcpClient,
+    viewer: AcpClient,
+) -> None:
+    choice = {client_id(a): "allow", client_id(b): "reject"}
+    seen = [len(permission_requests(c)) for c in (owner, a, b)]
+    await owner.prompt(sid, prompt)
+    owner_copy, copy_a, copy_b = [
+        await got_request(c, before) for c, before in zip((owner, a, b), seen, strict=True)
+    ]
+    async with anyio.create_task_group() as tg:  # both answers leave together
+        tg.start_soon(a.answer, copy_a["id"], allow("allow"))
+        tg.start_soon(b.answer, copy_b["id"], allow("reject"))
+    await owner.wait_for(lambda: owner.idle_count(sid) >= n)
+    pid = last_permission_id(owner, sid)
+    final = await sees_final(owner, sid, pid)
+    assert final["status"] == "resolved", final
+    winner = final["resolvedBy"]["clientId"]
+    option = choice[winner]
+    assert final["outcome"] == {"outcome": "selected", "optionId": option}
+    # Exactly one answer reached the agent: the winner's.
+    assert texts_count(owner, sid, reports) == n
+    assert last_report(owner, sid, reports) == reports[option]
+    # Every other copy was withdrawn; the losing answer was refused as stale.
+    loser, loser_copy = (b, copy_b) if winner == client_id(a) else (a, copy_a)
+    await loser.wait_for(lambda: loser_copy["id"] in loser.cancelled)
+    await owner.wait_for(lambda: owner_copy["id"] in owner.cancelled)
+    await loser.wait_for(
+        lambda: any(
+            x["requestId"] == loser_copy["id"] and x["error"]["code"] == STALE_ANSWER
+            for x in refusals(loser)
+        )
+    )
+    # Everyone, the viewer too, sees who resolved it.
+    for client in (a, b, viewer):
+        assert (await sees_final(client, sid, pid))["resolvedBy"]["clientId"] == winner
+    assert not permission_requests(viewer)
+
+
+def texts_count(client: AcpClient, sid: str, reports: dict[str, str]) -> int:
+    return sum(
+        1
+        for u in hub_updates(client, sid, "agent_message_chunk")
+        if any(t in str((u.get("content") or {}).get("text", "")) for t in reports.values())
+    )
+
+
+def last_report(client: AcpClient, sid: str, reports: dict[str, str]) -> str:
+    for update in reversed(hub_updates(client, sid, "agent_message_chunk")):
+        text = str((update.get("content") or {}).get("text", ""))
+        for report in reports.values():
+            if report in text:
+                return report
+    raise AssertionError("no report")
+
+
+@pytest.mark.parametrize("agent_protocol", [1, 2])
+async def test_two_approvers_answer_at_once_exactly_one_answer_reaches_the_agent(
+    agent_protocol: int,
+) -> None:
+    async with running_hub([scripted_agent(protocol=agent_protocol)]) as hub:
+        await race(
+            hub.url,
+            "scripted",
+            20,
+            "permission",
+            {"allow": "permission: selected allow", "reject": "permission: selected reject"},
+        )
+
+
+async def test_two_approvers_race_on_the_typescript_sdk_agent() -> None:
+    node = require_binary("node")
+    agent = AgentSpec(name="ts", command=node, args=(str(ts_agent_js()),))
+    async with running_hub([agent]) as hub:
+        await race(
+            hub.url,
+            "ts",
+            2,
+            "change the configuration",
+            {
+                "allow": "I've successfully updated the configuration",
+                "reject": "I understand you prefer not to make that change",
+            },
+        )
+
+
+# -- roles ---------------------------------------------------------------------------------------
+
+MUTATING: list[tuple[str, dict[str, Any], str]] = [
+    ("session/prompt", {"prompt": [{"type": "text", "text": "say hi"}]}, "driver"),
+    ("session/set_config_option", {"configId": "mode", "value": "code"}, "driver"),
+    ("session/set_mode", {"modeId": "code"}, "driver"),
+    ("_hub/queue/withdraw", {"queueId": "q-1"}, "driver"),
+    ("_hub/lease/request", {}, "driver"),
+    ("_hub/lease/release", {}, "driver"),
+    ("_hub/lease/grant", {"clientId": "c-x"}, "owner"),
+    ("_hub/set_policy", {"prompt": "reject"}, "owner"),
+    ("session/close", {}, "owner"),
+    ("session/delete", {}, "owner"),
+    ("session/new", {"cwd": "/tmp", "mcpServers": []}, "owner"),
+    ("_hub/agent_stderr", {}, "owner"),
+]
+
+
+@pytest.mark.parametrize("viewer_version", [1, 2])
+async def test_a_viewer_is_refused_every_mutation_and_every_answer(viewer_version: int) -> None:
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url, 2, name="owner") as owner,
+        acp_client(hub.url, 1, events=True, role="approver", name="approver") as approver,
+        acp_client(hub.url, viewer_version, events=True, role="viewer", name="viewer") as viewer,
+    ):
+        sid = await owner.new_session()
+        await resume(approver, sid)
+        await resume(viewer, sid)
+        await owner.prompt(sid, "permission")
+        await approver.wait_for(lambda: bool(permission_requests(approver)))
+        pid = last_permission_id(owner, sid)
+        for method, params, needed in MUTATING:
+            with pytest.raises(RpcFailure) as info:
+                await viewer.call(method, {"sessionId": sid, **params})
+            assert info.value.code == FORBIDDEN, method
+            assert f"'{needed}'" in info.value.error["message"], info.value.error
+            assert info.value.error["data"]["needed"] == needed
+        # session/cancel is a notification: its refusal comes as a notification too.
+        await viewer.notify("session/cancel", {"sessionId": sid})
+        await viewer.wait_for(lambda: bool(refusals(viewer, "_hub/refused")))
+        refused = refusals(viewer, "_hub/refused")[0]
+        assert refused["method"] == "session/cancel"
+        assert refused["error"]["code"] == FORBIDDEN
+        # Every kind of answer, to every id the hub could have used: none counts.
+        copy_id = permission_requests(approver)[-1]["id"]
+        answers: list[dict[str, Any]] = [
+            {"jsonrpc": "2.0", "id": copy_id, "result": allow("allow")},
+            {"jsonrpc": "2.0", "id": copy_id + 1, "result": allow("reject")},
+            {"jsonrpc": "2.0", "id": 0, "result": {"outcome": {"outcome": "cancelled"}}},
+            {"jsonrpc": "2.0", "id": 1, "result": {"outcome": {"outcome": "maybe"}}},
+            {"jsonrpc": "2.0", "id": 2, "result": "yes"},
+            {"jsonrpc": "2.0", "id": 3, "error": {"code": -32603, "message": "no"}},
+        ]
+        for answer in answers:
+            await viewer.send(answer)
+        await viewer.wait_for(lambda: len(refusals(viewer)) >= len(answers))
+        for refusal in refusals(viewer):
+            assert refusal["error"]["code"] == FORBIDDEN
+            assert "'approver'" in refusal["error"]["message"]
+        # Nothing reached the agent: the request is still pending, the turn still running.
+        assert final_record(owner, sid, pid) is None
+        assert not texts(owner, sid, "permission:")
+        assert not permission_requests(viewer)
+        # The approver's answer is the one that counts; the viewer's cancel never happened.
+        await approver.answer(permission_requests(approver)[-1]["id"], allow("reject"))
+        await owner.wait_for(lambda: owner.idle_count(sid) >= 1)
+        assert texts(owner, sid, "permission:") == ["permission: selected reject"]
+        assert states(owner, sid)[-1] == ("idle", "end_turn")
+
+
+async def test_a_role_taken_at_attach_is_the_role_in_that_session() -> None:
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url, 2, name="owner") as owner,
+        acp_client(hub.url, 2, name="second owner") as other,
+    ):
+        sid = await owner.new_session()
+        result = await other.call(
+            "session/attach", {"sessionId": sid, "role": "observer", "historyPolicy": "none"}
+        )
+        assert result["role"] == "viewer"
+        with pytest.raises(RpcFailure) as info:
+            await other.prompt(sid, "say hi")
+        assert info.value.code == FORBIDDEN
+        assert "'driver'" in info.value.error["message"]
+        # Asking for more than the connection has gives the connection's role, no more.
+        async with acp_client(hub.url, 1, events=True, role="approver") as approver:
+            result = await approver.call(
+                "session/attach", {"sessionId": sid, "role": "controller", "historyPolicy": "none"}
+            )
+            assert result["role"] == "approver"
+            with pytest.raises(RpcFailure) as info:
+                await approver.prompt(sid, "say hi")
+            assert info.value.code == FORBIDDEN
+
+
+# -- prompt policies -----------------------------------------------------------------------------
+
+
+def queue_snapshots(client: AcpClient, sid: str) -> list[list[str]]:
+    return [[e["clientId"] for e in u["entries"]] for u in hub_updates(client, sid, "_hub_queue")]
+
+
+def prompt_senders(client: AcpClient, sid: str) -> list[str]:
+    return [u["clientId"] for u in hub_updates(client, sid, "_hub_prompt")]
+
+
+async def test_three_drivers_prompt_at_once_under_queue() -> None:
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url, 2, name="owner") as owner,
+        acp_client(hub.url, 2, role="driver", name="d1") as d1,
+        acp_client(hub.url, 1, events=True, role="driver", name="d2") as d2,
+        acp_client(hub.url, 2, role="driver", name="d3") as d3,
+        acp_client(hub.url, 1, events=True, role="viewer", name="viewer") as viewer,
+    ):
+        sid = await owner.new_session()
+        drivers = (d1, d2, d3)
+        for client in (*drivers, viewer):
+            await resume(client, sid)
+        ids: dict[str, int] = {}
+        async with anyio.create_task_group() as tg:
+
+            async def send(client: AcpClient) -> None:
+                ids[client_id(client)] = await client.start(
+                    "session/prompt",
+                    {
+                        "sessionId": sid,
+                        "prompt": [
+                            {"type": "text", "text": f"slow 5 60\nsay turn of {client_id(client)}"}
+                        ],
+                    },
+                )
+
+            for client in drivers:
+                tg.start_soon(send, client)
+        results = {client_id(c): await c.result(ids[client_id(c)]) for c in (d1, d3)}
+        await owner.wait_for(lambda: owner.idle_count(sid) >= 3)
+        assert await d2.result(ids[client_id(d2)]) == {
+            "stopReason": "end_turn"
+        }  # v1: its own turn's end
+        # The arrival order as the hub saw it: the first started, the others queued in order.
+        senders = prompt_senders(owner, sid)
+        full = max(queue_snapshots(owner, sid), key=len)
+        assert len(full) == 2
+        assert senders[1:] == full
+        assert sorted(senders) == sorted(client_id(c) for c in drivers)
+        for client in (d1, d3):
+            meta = results[client_id(client)]["_meta"]["acp-hub"]
+            assert meta["queued"] is (client_id(client) in full)
+            if meta["queued"]:
+                assert meta["queueId"].startswith("q-")
+        # One turn at a time: every turn starts after the previous one went idle.
+        order = []
+        for params in owner.session_updates(sid):
+            update = params["update"]
+            variant = update["sessionUpdate"]
+            if variant == "_hub_prompt":
+                order.append(("prompt", update["clientId"]))
+            elif variant == "state_update" and update.get("stopReason") is not None:
+                order.append(("idle", None))
+        assert [kind for kind, _ in order] == ["prompt", "idle"] * 3
+        # Each turn's words are its sender's.
+        for sender in senders:
+            assert said(owner, sid, f"turn of {sender}")
+        # Every client saw the queue grow and drain.
+        for client in (owner, *drivers, viewer):
+            snapshots = queue_snapshots(client, sid)
+            assert full in snapshots
+            assert snapshots[-1] == []
+
+
+async def test_a_queued_prompt_is_withdrawn_by_its_sender_only() -> None:
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url, 2, role="owner", name="owner") as owner,
+        acp_client(hub.url, 1, events=True, role="driver", name="d2") as d2,
+        acp_client(hub.url, 2, role="driver", name="d3") as d3,
+    ):
+        sid = await owner.new_session()
+        await resume(d2, sid)
+        await resume(d3, sid)
+        await owner.prompt(sid, "slow 20 50")
+        first = await d2.start(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "say d2"}]}
+        )
+        await d2.wait_for(lambda: [client_id(d2)] in queue_snapshots(d2, sid))
+        ack = await d3.prompt(sid, "say d3")
+        assert ack["_meta"]["acp-hub"]["queued"] is True
+        entries = hub_updates(d2, sid, "_hub_queue")[-1]["entries"]
+        mine = next(e["queueId"] for e in entries if e["clientId"] == client_id(d2))
+        # Another driver cannot withdraw it; its sender can.
+        with pytest.raises(RpcFailure) as info:
+            await d3.call("_hub/queue/withdraw", {"sessionId": sid, "queueId": mine})
+        assert info.value.code == FORBIDDEN
+        assert "'owner'" in info.value.error["message"]
+        assert await d2.call("_hub/queue/withdraw", {"sessionId": sid, "queueId": mine}) == {}
+        with pytest.raises(RpcFailure) as info:
+            await d2.result(first)
+        assert info.value.code == -32800  # the v1 prompt ends: withdrawn
+        await d3.wait_for(lambda: [client_id(d3)] in queue_snapshots(d3, sid))
+        await owner.wait_for(lambda: owner.idle_count(sid) >= 2)
+        assert prompt_senders(owner, sid) == [client_id(owner), client_id(d3)]
+        assert said(owner, sid, "d3")
+        assert not said(owner, sid, "d2")
+        # A v1 client that cancels its queued prompt request withdraws it too.
+        await owner.prompt(sid, "slow 20 50")
+        seen = len(queue_snapshots(d2, sid))
+        again = await d2.start(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "say d2"}]}
+        )
+        await d2.wait_for(lambda: [client_id(d2)] in queue_snapshots(d2, sid)[seen:])
+        await d2.notify("$/cancel_request", {"requestId": again})
+        with pytest.raises(RpcFailure) as info:
+            await d2.result(again)
+        assert info.value.code == -32800
+        await owner.wait_for(lambda: queue_snapshots(owner, sid)[-1] == [])
+        await owner.wait_for(lambda: owner.idle_count(sid) >= 3)
+        assert not said(owner, sid, "d2")
+
+
+async def test_reject_policy_answers_busy_clearly() -> None:
+    async with (
+        running_hub([scripted_agent()], Settings(prompt_policy="reject")) as hub,
+        acp_client(hub.url, 2, name="owner") as owner,
+        acp_client(hub.url, 1, events=True, role="driver", name="d1") as d1,
+        acp_client(hub.url, 2, role="driver", name="d2") as d2,
+    ):
+        sid = await owner.new_session()
+        await resume(d1, sid)
+        await resume(d2, sid)
+        assert hub_updates(owner, sid, "_hub_policy")[-1]["prompt"] == "reject"
+        await owner.prompt(sid, "slow 10 50")
+        for client in (d1, d2):
+            with pytest.raises(RpcFailure) as info:
+                await client.prompt(sid, "say too early")
+            assert info.value.code == SESSION_BUSY
+            assert "busy" in info.value.error["message"]
+        await owner.wait_for(lambda: owner.idle_count(sid) >= 1)
+        assert await d1.prompt(sid, "say in time") == {"stopReason": "end_turn"}
+        assert said(owner, sid, "in time")
+        assert not said(owner, sid, "too early")
+        assert not any(queue_snapshots(owner, sid))
