@@ -939,6 +939,8 @@ class Session:
                 client.client_id,
                 exc,
             )
+            # The refused client gets a fresh copy at once, so it can answer again.
+            self._offer(pending, client)
             self._check_unanswerable()
             return
         self._finish_permission(pending, client, "resolved", outcome)
