@@ -488,7 +488,7 @@ class Agent:
         for entry in list(self._sessions.values()):
             for scope in entry.permissions:
                 scope.cancel()
-            if self.version == 2 and entry.state in _BUSY_STATES:
+            if live.version == 2 and entry.state in _BUSY_STATES:
                 error = agent_unavailable(self.name, "the agent process exited").error
                 self._deliver(
                     entry,
@@ -861,12 +861,12 @@ class Agent:
         live = await self._ready()
         assert live.conn is not None
         entry = self._entry(session_id)
-        if live.version == 2 and entry.translator is None:
+        if live.version == 2:
             return await self._prompt_v2(live, entry, blocks)
         translator = entry.translator
         assert translator is not None
         try:
-            v1_blocks = prompt_v2_to_v1(blocks) if live.version == 1 else list(blocks)
+            v1_blocks = prompt_v2_to_v1(blocks)
             message_id, updates = translator.prompt_started(blocks)
         except (InvalidParams, TranslationError) as exc:
             raise AgentError(invalid_params(str(exc))) from None

@@ -301,6 +301,10 @@ async def test_v2_agent_sending_v1_updates_is_tolerated(
         assert "tool_call" not in variants
         minted = [u for u in sink.updates if u["sessionUpdate"] == "agent_message_chunk"]
         assert isinstance(minted[0]["messageId"], str)
+        # Its prompts are still acknowledged and ended the v2 way.
+        await agent.prompt(sid, text("say more"))
+        idle = await sink.wait_idle(2)
+        assert idle == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
 
 
 async def test_stubborn_agent_is_killed_with_its_grandchild(
