@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from hub.agents.spec import AgentSpec
+from hub.agents.spec import AgentSpec, ProtocolChoice
 from hub.settings import Settings
 from tests.peers.paths import ts_agent_js, ts_dual_agent_js
 from tests.server.harness import AcpClient, RpcFailure, acp_client, running_hub, scripted_agent
@@ -28,11 +28,12 @@ def _texts(client: AcpClient, sid: str) -> str:
 
 
 @pytest.mark.parametrize("protocol", [1, 2])
-async def test_three_clients_on_the_typescript_dual_version_agent(protocol: int) -> None:
+async def test_three_clients_on_the_typescript_dual_version_agent(protocol: ProtocolChoice) -> None:
     node = require_binary("node")
     agent = AgentSpec(name="ts", command=node, args=(str(ts_dual_agent_js()),), protocol=protocol)
     async with (
-        running_hub([agent]) as hub, acp_client(hub.url, 2) as a,
+        running_hub([agent]) as hub,
+        acp_client(hub.url, 2) as a,
         acp_client(hub.url, 1, events=True) as b,
         acp_client(hub.url, 2) as c,
     ):
@@ -59,7 +60,8 @@ async def test_three_clients_on_the_typescript_permission_agent() -> None:
     node = require_binary("node")
     agent = AgentSpec(name="ts", command=node, args=(str(ts_agent_js()),))
     async with (
-        running_hub([agent]) as hub, acp_client(hub.url, 2) as a,
+        running_hub([agent]) as hub,
+        acp_client(hub.url, 2) as a,
         acp_client(hub.url, 1, events=True) as b,
         acp_client(hub.url, 2, role="viewer") as c,
     ):
@@ -89,8 +91,7 @@ async def test_three_clients_on_the_typescript_permission_agent() -> None:
         ]
         assert resolved
         assert (
-            resolved[-1]["resolvedBy"]["clientId"]
-            == a.init_result["_meta"]["acp-hub"]["clientId"]
+            resolved[-1]["resolvedBy"]["clientId"] == a.init_result["_meta"]["acp-hub"]["clientId"]
         )
 
 
@@ -125,37 +126,43 @@ async def test_a_late_joiner_during_a_live_stream_misses_nothing() -> None:
 
 
 async def test_owner_closes_and_deletes_sessions() -> None:
-    async with running_hub([scripted_agent()]) as hub:
-        async with acp_client(hub.url) as owner, acp_client(hub.url, 2) as other:
-            sid = await owner.new_session()
-            await other.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
-            await owner.call("session/close", {"sessionId": sid})
-            await other.wait_for(
-                lambda: any(n["method"] == "_hub/session_closed" for n in other.notifications)
-            )
-            listed = await owner.call("session/list", {})
-            assert sid not in [s["sessionId"] for s in listed["sessions"]]
-            with pytest.raises(RpcFailure) as info:
-                await other.prompt(sid, "hello")
-            assert info.value.code in (-32002, -32047)
-            second = await owner.new_session()
-            await owner.call("session/delete", {"sessionId": second})
-            await owner.call("session/delete", {"sessionId": second})  # idempotent
-            listed = await owner.call("session/list", {})
-            assert second not in [s["sessionId"] for s in listed["sessions"]]
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url) as owner,
+        acp_client(hub.url, 2) as other,
+    ):
+        sid = await owner.new_session()
+        await other.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+        await owner.call("session/close", {"sessionId": sid})
+        await other.wait_for(
+            lambda: any(n["method"] == "_hub/session_closed" for n in other.notifications)
+        )
+        listed = await owner.call("session/list", {})
+        assert sid not in [s["sessionId"] for s in listed["sessions"]]
+        with pytest.raises(RpcFailure) as info:
+            await other.prompt(sid, "hello")
+        assert info.value.code in (-32002, -32047)
+        second = await owner.new_session()
+        await owner.call("session/delete", {"sessionId": second})
+        await owner.call("session/delete", {"sessionId": second})  # idempotent
+        listed = await owner.call("session/list", {})
+        assert second not in [s["sessionId"] for s in listed["sessions"]]
 
 
 async def test_a_viewer_cannot_close_or_create() -> None:
-    async with running_hub([scripted_agent()]) as hub:
-        async with acp_client(hub.url) as owner, acp_client(hub.url, role="viewer") as viewer:
-            sid = await owner.new_session()
-            with pytest.raises(RpcFailure) as info:
-                await viewer.call("session/close", {"sessionId": sid})
-            assert info.value.code == -32040
-            assert "owner" in info.value.error["message"]
-            with pytest.raises(RpcFailure) as info:
-                await viewer.call("session/new", {"cwd": "/tmp", "mcpServers": []})
-            assert info.value.code == -32040
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url) as owner,
+        acp_client(hub.url, role="viewer") as viewer,
+    ):
+        sid = await owner.new_session()
+        with pytest.raises(RpcFailure) as info:
+            await viewer.call("session/close", {"sessionId": sid})
+        assert info.value.code == -32040
+        assert "owner" in info.value.error["message"]
+        with pytest.raises(RpcFailure) as info:
+            await viewer.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        assert info.value.code == -32040
 
 
 async def test_a_peer_that_stops_answering_pings_is_dropped() -> None:
@@ -187,5 +194,5 @@ async def test_a_peer_that_stops_answering_pings_is_dropped() -> None:
         dead.sock.shutdown(socket.SHUT_RDWR)
         dead.sock.close()
         with anyio.fail_after(5):
-            while hub.app.connections and len(hub.app.connections) > 1:
+            while len(hub.app.connections) > 1:  # noqa: ASYNC110 - no event for a drop
                 await anyio.sleep(0.05)
