@@ -345,3 +345,35 @@ async def test_grandchild_is_ended_when_the_agent_crashes(
         await sink.wait_for(lambda: bool(sink.events))
         # Exit was noticed from the leader; its grandchild gets the group's SIGTERM.
         assert await wait_group_gone(pgid)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "flags"),
+    [(1, ()), (1, ("--no-resume",)), (2, ())],
+    ids=["v1-resume", "v1-load", "v2-resume"],
+)
+async def test_scripted_agent_with_state_is_reattached_after_a_crash(
+    supervised: Supervised,
+    agent_home: Path,
+    tmp_path: Path,
+    protocol: ProtocolChoice,
+    flags: tuple[str, ...],
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    spec = scripted_spec(agent_home, "--state-dir", str(state), *flags, protocol=protocol)
+    async with supervised(spec) as sup:
+        agent = sup.get("scripted")
+        sink = RecordingSink()
+        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+        await agent.prompt(sid, text("say first\ncrash"))
+        await sink.wait_for(lambda: bool(sink.events))
+        before = len(sink.updates)
+        await agent.prompt(sid, text("say second"))
+        assert sink.statuses() == ["exited", "restarted"]
+        idle = await sink.wait_idle(2)
+        assert idle["stopReason"] == "end_turn"
+        # Nothing was replayed into the sink: the hub already has the history.
+        after = sink.updates[before:]
+        assert [u for u in after if u["sessionUpdate"] == "user_message_chunk"] == []
+        assert sink.text() == "firstsecond"
