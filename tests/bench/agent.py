@@ -7,7 +7,9 @@ text is empty) holds ``key=value`` words:
 - ``count``: how many updates (default ``1000``);
 - ``size``: about how many bytes each update takes on the hub's wire (default ``280``);
 - ``per_message``: chunks per message id (default ``100``), so that a long session compacts
-  into many messages rather than one enormous one.
+  into many messages rather than one enormous one;
+- ``variant``: ``chunk`` (default) or ``title``: ``session_info_update`` snapshots whose
+  title carries the marker, so that the session's state does not grow (memory scenarios).
 
 The prompt is accepted at once (v2: ``{}``), then the agent sends ``user_message``,
 ``state_update running``, ``count`` ``agent_message_chunk`` updates whose text starts with
@@ -55,6 +57,7 @@ class _Stream:
     size: int
     per_message: int
     turn: int
+    variant: str
     sent: int = 0
     start: float = field(default_factory=now)
     cancelled: bool = False
@@ -135,6 +138,7 @@ class _Agent:
             size=int(words.get("size", 280)),
             per_message=max(1, int(words.get("per_message", 100))),
             turn=turn,
+            variant=words.get("variant", "chunk"),
         )
         probe = self.update(session_id, chunk_update(f"t{turn}-m000000", ""))
         stream.overhead = len(probe) - 1 + HUB_META_ESTIMATE
@@ -164,7 +168,12 @@ class _Agent:
                 s.sent += 1
                 mid = f"t{s.turn}-m{(s.sent - 1) // s.per_message:06d}"
                 text = pad_text(marker(s.sent, now()), s.overhead, s.size)
-                lines.append(self.update(sid, chunk_update(mid, text)))
+                update: dict[str, object]
+                if s.variant == "title":
+                    update = {"sessionUpdate": "session_info_update", "title": text}
+                else:
+                    update = chunk_update(mid, text)
+                lines.append(self.update(sid, update))
             if s.cancelled or s.sent >= s.count:
                 reason = "cancelled" if s.cancelled else "end_turn"
                 idle = {"sessionUpdate": "state_update", "state": "idle", "stopReason": reason}

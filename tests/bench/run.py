@@ -23,6 +23,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,8 +76,11 @@ FULL: dict[str, dict[str, Any]] = {
         "rate": 50.0,
         "size": 2048,
         "bound": 1 * MIB,
-        "window_s": 5.0,
+        "window_s": 20.0,
         "max_pause_s": 120.0,
+        "preload": 3000,
+        # A short log tail, so that the hub's memory grows only by what the slow consumer costs.
+        "hub_config": {"outbox_bytes": 1 * MIB, "retained_events": 200},
     },
     "S8": {"observers": 5000, "warm": 100, "settle_s": 2.0},
 }
@@ -89,9 +93,10 @@ QUICK: dict[str, dict[str, Any]] = {
     "S2": {"sessions": 10, "observers": 3, "rate": 20.0, "seconds": 1.0, "warmup_s": 0.3},
     "S4": {**FULL["S4"], "observers": 5, "preload": 2000, "window_s": 1.0},
     "S5": {**FULL["S5"], "observers": 5, "behind": 100, "blips": 5},
-    "S7": {**FULL["S7"], "observers": 10, "bound": 64 * 1024, "window_s": 1.0,
-           "max_pause_s": 40.0},
-    "S8": {"observers": 200, "warm": 20, "settle_s": 0.5},
+    "S7": {**FULL["S7"], "observers": 10, "rate": 400.0, "bound": 64 * 1024, "window_s": 1.0,
+           "max_pause_s": 30.0, "preload": 300,
+           "hub_config": {"outbox_bytes": 64 * 1024, "retained_events": 200}},
+    "S8": {"observers": 100, "warm": 10, "settle_s": 0.5},
 }  # fmt: skip
 
 HUB_ONLY = {"S4", "S5", "S7"}
@@ -158,9 +163,10 @@ def run_one(
             server = start_baseline(log, place.server)
         else:
             config = None
-            if "bound" in params:
+            if params.get("hub_config"):
                 config = logs / f"{name}-hub.toml"
-                config.write_text(f"[hub]\noutbox_bytes = {int(params['bound'])}\n")
+                table = "".join(f"{k} = {v!r}\n" for k, v in params["hub_config"].items())
+                config.write_text("[hub]\n" + table)
             server = start_hub(log, place.server, place.agent, config=config)
     except ServerFailed as exc:
         return {"error": str(exc)}
@@ -252,11 +258,13 @@ def run_all(
             results: dict[str, dict[str, Any]] = {}
             for kind in order:
                 print(f"bench: {name} run {run + 1}/{runs} {kind} ...", file=sys.stderr, flush=True)
+                started = time.monotonic()
                 results[kind] = run_one(name, kind, params, place, logs, run, budget)
+                took = time.monotonic() - started
                 bad = problems(name, results[kind])
                 figures = results[kind].get("figures", {})
                 shown = ", ".join(f"{k}={v:.4g}" for k, v in figures.items())
-                print(f"bench:   {shown} {'; '.join(bad)}", file=sys.stderr, flush=True)
+                print(f"bench:   {shown} {'; '.join(bad)} [{took:.1f} s]", file=sys.stderr)
             outcome.runs.append(results)
             if name == "S1" and "figures" in results.get("baseline", {}):
                 saturation.append(results["baseline"]["figures"]["deliveries_per_s"])

@@ -51,7 +51,7 @@ class Target(Protocol):
         ...
 
     async def stream(
-        self, sessions: Sequence[Session], rate: float, count: int, size: int, **extra: int
+        self, sessions: Sequence[Session], rate: float, count: int, size: int, **extra: object
     ) -> None:
         """Start ``count`` updates of about ``size`` bytes at ``rate``/s in every session."""
         ...
@@ -107,7 +107,7 @@ class HubTarget:
         return seq
 
     async def stream(
-        self, sessions: Sequence[Session], rate: float, count: int, size: int, **extra: int
+        self, sessions: Sequence[Session], rate: float, count: int, size: int, **extra: object
     ) -> None:
         words = " ".join(f"{k}={v}" for k, v in extra.items())
         text = f"rate={rate:g} count={count} size={size} {words}".strip()
@@ -150,7 +150,7 @@ class BaselineTarget:
         return seq
 
     async def stream(
-        self, sessions: Sequence[Session], rate: float, count: int, size: int, **extra: int
+        self, sessions: Sequence[Session], rate: float, count: int, size: int, **extra: object
     ) -> None:
         params = {"groups": [s.id for s in sessions], "rate": rate, "count": count, "size": size}
         await sessions[0].creator.request("stream", params)

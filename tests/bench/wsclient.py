@@ -60,11 +60,13 @@ class Recorder:
     def __init__(self) -> None:
         self.on = False
         self.latencies: array[float] = array("d")
+        self.received: array[float] = array("d")
         self.deliveries = 0
 
     def start(self) -> None:
         """Clear the samples and start recording."""
         self.latencies = array("d")
+        self.received = array("d")
         self.deliveries = 0
         self.on = True
 
@@ -254,6 +256,7 @@ class Conn(asyncio.Protocol):
                     if record:
                         end = data.find(b"@", i + 4)
                         rec.latencies.append(received - float(data[i + 4 : end]))
+                        rec.received.append(received)
                         rec.deliveries += 1
                     i = data.find(TS_MARK, i + 4)
                 if self.live and self.first_live_at is None:
