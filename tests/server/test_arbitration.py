@@ -7,6 +7,7 @@ example agent), real WebSocket clients of both protocol versions in every scenar
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -86,6 +87,10 @@ def last_permission_id(client: AcpClient, sid: str) -> str:
 
 def refusals(client: AcpClient, method: str = "_hub/answer_refused") -> list[dict[str, Any]]:
     return [n["params"] for n in client.notifications if n["method"] == method]
+
+
+def refusal_count(client: AcpClient) -> int:
+    return len(refusals(client))
 
 
 def client_id(client: AcpClient) -> str:
@@ -488,3 +493,283 @@ async def test_reject_policy_answers_busy_clearly() -> None:
         assert said(owner, sid, "in time")
         assert not said(owner, sid, "too early")
         assert not any(queue_snapshots(owner, sid))
+
+
+# -- leases --------------------------------------------------------------------------------------
+
+
+def lease_events(client: AcpClient, sid: str) -> list[tuple[str | None, str | None]]:
+    return [
+        ((u["holder"] or {}).get("clientId"), u.get("reason"))
+        for u in hub_updates(client, sid, "_hub_lease")
+    ]
+
+
+async def lease_ends(client: AcpClient, sid: str, reason: str) -> None:
+    await client.wait_for(lambda: (None, reason) in lease_events(client, sid))
+
+
+async def refused(code: int, call: Any) -> dict[str, Any]:
+    """Await ``call`` and return its error object, which must carry ``code``."""
+    with pytest.raises(RpcFailure) as info:
+        await call
+    assert info.value.code == code, info.value.error
+    return info.value.error
+
+
+async def test_lease_policy_request_release_grant_and_expiry() -> None:
+    settings = Settings(prompt_policy="lease", lease_timeout=0.6)
+    async with (
+        running_hub([scripted_agent()], settings) as hub,
+        acp_client(hub.url, 2, name="owner") as owner,
+        acp_client(hub.url, 2, role="driver", name="d1") as d1,
+        acp_client(hub.url, 1, events=True, role="driver", name="d2") as d2,
+        acp_client(hub.url, 2, role="viewer", name="viewer") as viewer,
+    ):
+        sid = await owner.new_session()
+        for client in (d1, d2, viewer):
+            await resume(client, sid)
+        one, two = client_id(d1), client_id(d2)
+        lease = {"sessionId": sid}
+        error = await refused(NOT_LEASE_HOLDER, d1.prompt(sid, "say without the lease"))
+        assert "lease" in error["message"]
+        assert await d1.call("_hub/lease/request", lease) == {"holder": one}
+        await refused(NOT_LEASE_HOLDER, d2.call("_hub/lease/request", lease))
+        await refused(NOT_LEASE_HOLDER, d2.prompt(sid, "say not mine"))
+        await refused(NOT_LEASE_HOLDER, d2.call("_hub/lease/release", lease))
+        await refused(FORBIDDEN, viewer.call("_hub/lease/request", lease))
+        await d1.prompt(sid, "say by the holder")
+        await owner.wait_for(lambda: owner.idle_count(sid) >= 1)
+        assert await d1.call("_hub/lease/release", lease) == {"holder": None}
+        # An owner grants it; only to a driver.
+        await refused(FORBIDDEN, d1.call("_hub/lease/grant", {**lease, "clientId": two}))
+        await refused(
+            FORBIDDEN, owner.call("_hub/lease/grant", {**lease, "clientId": client_id(viewer)})
+        )
+        assert await owner.call("_hub/lease/grant", {**lease, "clientId": two}) == {"holder": two}
+        assert await d2.prompt(sid, "say by the grantee") == {"stopReason": "end_turn"}
+        # No activity from the holder: the lease expires, and everyone sees it go.
+        for client in (owner, d1, d2, viewer):
+            await lease_ends(client, sid, "expired")
+        await refused(NOT_LEASE_HOLDER, d2.prompt(sid, "say after expiry"))
+        assert said(owner, sid, "by the holder")
+        assert said(owner, sid, "by the grantee")
+        assert not said(owner, sid, "without the lease")
+        assert not said(owner, sid, "not mine")
+        assert not said(owner, sid, "after expiry")
+        changes = [e for e in lease_events(viewer, sid) if e[1] != "renewed"]
+        assert changes == [
+            (one, "requested"),
+            (None, "released"),
+            (two, "granted"),
+            (None, "expired"),
+        ]
+        # The holders' prompts and turns renewed their leases.
+        assert (one, "renewed") in lease_events(viewer, sid)
+        assert (two, "renewed") in lease_events(viewer, sid)
+
+
+# -- permission routing --------------------------------------------------------------------------
+
+
+def notices(client: AcpClient, method: str) -> list[dict[str, Any]]:
+    return [n["params"] for n in client.notifications if n["method"] == method]
+
+
+async def got_notice(client: AcpClient, method: str) -> dict[str, Any]:
+    await client.wait_for(lambda: bool(notices(client, method)))
+    return notices(client, method)[-1]
+
+
+async def test_a_pending_request_goes_to_approvers_that_attach_later() -> None:
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url, 2, name="owner") as owner,
+    ):
+        sid = await owner.new_session()
+        await owner.prompt(sid, "say before the question\npermission")
+        await got_request(owner, 0)
+        pid = last_permission_id(owner, sid)
+        async with (
+            acp_client(hub.url, 1, events=True, role="approver", name="late v1") as late_v1,
+            acp_client(hub.url, 2, role="approver", name="late v2") as late_v2,
+            acp_client(hub.url, 2, role="viewer", name="late viewer") as late_viewer,
+        ):
+            await resume(late_v1, sid)
+            v1_copy = await got_request(late_v1, 0)
+            assert v1_copy["params"]["toolCall"]["toolCallId"]  # the v1 shape
+            result = await late_v2.call(
+                "session/attach",
+                {"sessionId": sid, "role": "controller", "historyPolicy": "pending_only"},
+            )
+            assert result["role"] == "approver"
+            # pending_only: the pending record and the state, none of the conversation.
+            replayed = [p["update"]["sessionUpdate"] for p in late_v2.session_updates(sid)]
+            assert "_hub_permission" in replayed
+            assert "agent_message_chunk" not in replayed
+            assert "agent_message" not in replayed
+            assert ("requires_action", None) in states(late_v2, sid)
+            v2_copy = await got_request(late_v2, 0)
+            assert v2_copy["params"]["title"]
+            await late_viewer.call(
+                "session/attach", {"sessionId": sid, "role": "observer", "historyPolicy": "none"}
+            )
+            await late_v1.answer(v1_copy["id"], allow("allow"))
+            await owner.wait_for(lambda: owner.idle_count(sid) >= 1)
+            assert texts(owner, sid, "permission:") == ["permission: selected allow"]
+            final = await sees_final(late_v2, sid, pid)
+            assert final["resolvedBy"]["clientId"] == client_id(late_v1)
+            await late_v2.wait_for(lambda: v2_copy["id"] in late_v2.cancelled)
+            assert permission_requests(owner)[-1]["id"] in owner.cancelled
+            # Clients of the attach proposal also get its permission_resolved notice.
+            for client in (late_v2, late_viewer):
+                notice = await got_notice(client, "_hub/permission_resolved")
+                assert notice["permissionId"] == pid
+                assert notice["resolvedBy"]["clientId"] == client_id(late_v1)
+            assert not permission_requests(late_viewer)
+            assert ("running", None) in states(late_viewer, sid)
+
+
+async def test_an_unanswered_request_times_out_cancelled() -> None:
+    settings = Settings(permission_timeout=0.5)
+    async with (
+        running_hub([scripted_agent()], settings) as hub,
+        acp_client(hub.url, 2, name="owner") as owner,
+        acp_client(hub.url, 1, events=True, role="approver", name="approver") as approver,
+    ):
+        sid = await owner.new_session()
+        await resume(approver, sid)
+        await owner.prompt(sid, "permission")
+        copy = await got_request(approver, 0)
+        pid = last_permission_id(owner, sid)
+        final = await sees_final(approver, sid, pid)
+        assert final["status"] == "timed_out"
+        assert final["outcome"] == {"outcome": "cancelled"}
+        await approver.wait_for(lambda: copy["id"] in approver.cancelled)
+        await owner.wait_for(lambda: owner.idle_count(sid) >= 1)
+        assert texts(owner, sid, "permission:") == ["permission: cancelled"]
+        # A late answer does not count.
+        await approver.answer(copy["id"], allow("allow"))
+        await approver.wait_for(lambda: bool(refusals(approver)))
+        assert refusals(approver)[-1]["error"]["code"] == STALE_ANSWER
+
+
+async def test_cancel_resolves_pending_requests_and_everyone_sees_cancelled() -> None:
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url, 2, name="owner") as owner,
+        acp_client(hub.url, 1, events=True, role="driver", name="v1 driver") as driver,
+        acp_client(hub.url, 2, role="viewer", name="viewer") as viewer,
+    ):
+        sid = await owner.new_session()
+        await resume(driver, sid)
+        await resume(viewer, sid)
+        turn = await driver.start(
+            "session/prompt",
+            {"sessionId": sid, "prompt": [{"type": "text", "text": "permission\nsay never"}]},
+        )
+        copies = [await got_request(c, 0) for c in (owner, driver)]
+        pid = last_permission_id(owner, sid)
+        # Two drivers cancel at the same moment.
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(owner.notify, "session/cancel", {"sessionId": sid})
+            tg.start_soon(driver.notify, "session/cancel", {"sessionId": sid})
+        assert await driver.result(turn) == {"stopReason": "cancelled"}
+        for client in (owner, viewer, driver):
+            final = await sees_final(client, sid, pid)
+            assert final["status"] == "cancelled"
+            await wait_count(client, partial(idle_with, client, sid, "cancelled"), 1)
+            assert idle_with(client, sid, "cancelled") == 1
+        for client, copy in zip((owner, driver), copies, strict=True):
+            assert copy["id"] in client.cancelled
+        assert not said(owner, sid, "never")
+        # The turn after it runs to its end: no cancel was left over for it.
+        assert await driver.prompt(sid, "sleep 100\nsay afterwards") == {"stopReason": "end_turn"}
+        assert said(owner, sid, "afterwards")
+
+
+async def test_answers_that_are_not_valid_never_count() -> None:
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url, 1, events=True, name="v1 owner") as owner,
+        acp_client(hub.url, 2, role="approver", name="approver") as approver,
+    ):
+        sid = await owner.new_session()
+        await resume(approver, sid)
+        turn = await owner.start(
+            "session/prompt",
+            {"sessionId": sid, "prompt": [{"type": "text", "text": "permission"}]},
+        )
+        bad: list[Any] = [
+            {"outcome": {"outcome": "maybe"}},  # unknown outcome
+            {"outcome": {"outcome": "selected", "optionId": "always"}},  # unknown option
+            {"outcome": {"outcome": "selected"}},  # no option
+            {"outcome": "allow"},  # malformed
+            "yes",
+            None,
+        ]
+        for n, answer in enumerate(bad, start=1):
+            copy = await got_request(approver, n - 1)
+            await approver.answer(copy["id"], answer)
+            await wait_count(approver, partial(refusal_count, approver), n)
+            refusal = refusals(approver)[-1]
+            assert refusal["requestId"] == copy["id"]
+            assert refusal["error"]["code"] == -32602
+        # Each refusal brought a fresh copy; a valid answer on it counts.
+        copy = await got_request(approver, len(bad))
+        pid = last_permission_id(approver, sid)
+        assert final_record(approver, sid, pid) is None
+        await approver.answer(copy["id"], allow("reject"))
+        assert await owner.result(turn) == {"stopReason": "end_turn"}
+        assert texts(approver, sid, "permission:") == ["permission: selected reject"]
+        final = await sees_final(owner, sid, pid)
+        assert final["resolvedBy"]["clientId"] == client_id(approver)
+
+
+async def test_no_eligible_client_resolves_cancelled_and_policies_route_copies() -> None:
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url, 2, name="owner") as owner,
+        acp_client(hub.url, 1, events=True, role="driver", name="d1") as d1,
+        acp_client(hub.url, 2, role="driver", name="d2") as d2,
+        acp_client(hub.url, 2, role="approver", name="approver") as approver,
+    ):
+        sid = await owner.new_session()
+        for client in (d1, d2, approver):
+            await resume(client, sid)
+        # `owner`: only owners may answer; with none attached the request resolves cancelled.
+        await owner.call("_hub/set_policy", {"sessionId": sid, "permission": "owner"})
+        await owner.call("session/detach", {"sessionId": sid})
+        assert await d1.prompt(sid, "permission") == {"stopReason": "end_turn"}
+        assert texts(d2, sid, "permission:") == ["permission: cancelled"]
+        assert hub_updates(d2, sid, "_hub_permission")[-1]["status"] == "cancelled"
+        for client in (d1, d2, approver):
+            assert not permission_requests(client)
+        # `lease`: the lease holder and owners; the copy follows the lease.
+        await resume(owner, sid)
+        await owner.call(
+            "_hub/set_policy", {"sessionId": sid, "permission": "lease", "prompt": "queue"}
+        )
+        await d2.call("_hub/lease/request", {"sessionId": sid})
+        await d2.prompt(sid, "permission")
+        holder_copy = await got_request(d2, 0)
+        await got_request(owner, 0)
+        assert not permission_requests(d1)
+        assert not permission_requests(approver)
+        await owner.call("_hub/lease/grant", {"sessionId": sid, "clientId": client_id(d1)})
+        await d2.wait_for(lambda: holder_copy["id"] in d2.cancelled)
+        new_copy = await got_request(d1, 0)
+        await d1.answer(new_copy["id"], allow("allow"))
+        await d2.wait_for(lambda: len(texts(d2, sid, "permission:")) == 2)
+        assert texts(d2, sid, "permission:")[-1] == "permission: selected allow"
+        # `first` again: every approver and above gets a copy.
+        await owner.call("_hub/set_policy", {"sessionId": sid, "permission": "first"})
+        await d2.wait_for(lambda: d2.idle_count(sid) >= 2)
+        everyone = (owner, d1, d2, approver)
+        before = [len(permission_requests(c)) for c in everyone]
+        await owner.prompt(sid, "permission")
+        for client, count in zip(everyone, before, strict=True):
+            await got_request(client, count)
+        await approver.answer(permission_requests(approver)[-1]["id"], allow("reject"))
+        await d2.wait_for(lambda: len(texts(d2, sid, "permission:")) == 3)
+        assert texts(d2, sid, "permission:")[-1] == "permission: selected reject"
