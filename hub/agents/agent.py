@@ -1065,6 +1065,8 @@ class Agent:
     def _check_v2(
         self, live: _Live, entry: _Session, update: dict[str, Any], variant: str
     ) -> list[dict[str, Any]]:
+        if _plain_text_chunk(update, variant):
+            return [update]  # the bulk of any stream: checked here without the general fold
         try:
             SessionState().apply(update)  # validation only: raises before changing anything
             return [update]
@@ -1170,6 +1172,20 @@ class Agent:
             logger.warning("! agent %s: elicitation answer %r refused: cancel", self.name, result)
             return {"action": "cancel"}
         return result
+
+
+def _plain_text_chunk(update: dict[str, Any], variant: str) -> bool:
+    """A well-formed v2 message chunk carrying a text block (what ``SessionState`` accepts)."""
+    if variant not in _CHUNKS or not isinstance(update.get("messageId"), str):
+        return False
+    content = update.get("content")
+    meta = update.get("_meta")
+    return (
+        isinstance(content, dict)
+        and content.get("type") == "text"
+        and isinstance(content.get("text"), str)
+        and (meta is None or isinstance(meta, dict))
+    )
 
 
 def _describe(code: int | None, sig: str | None) -> str:
