@@ -11,6 +11,7 @@ from functools import partial
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 
 from hub.agents.spec import AgentSpec
@@ -59,10 +60,13 @@ def texts(client: AcpClient, sid: str, prefix: str) -> list[str]:
 
 
 def said(client: AcpClient, sid: str, fragment: str) -> bool:
-    return any(
-        fragment in str((u.get("content") or {}).get("text", ""))
-        for u in hub_updates(client, sid, "agent_message_chunk")
-    )
+    """Whether an agent message the client saw (live chunks or replayed whole) holds it."""
+    messages = [
+        u
+        for u in (p["update"] for p in client.session_updates(sid))
+        if str(u.get("sessionUpdate", "")).startswith("agent_message")
+    ]
+    return fragment in orjson.dumps(messages).decode()
 
 
 def permission_requests(client: AcpClient) -> list[dict[str, Any]]:
@@ -773,3 +777,153 @@ async def test_no_eligible_client_resolves_cancelled_and_policies_route_copies()
         await approver.answer(permission_requests(approver)[-1]["id"], allow("reject"))
         await d2.wait_for(lambda: len(texts(d2, sid, "permission:")) == 3)
         assert texts(d2, sid, "permission:")[-1] == "permission: selected reject"
+
+
+# -- elicitation, presence, the attach proposal --------------------------------------------------
+
+
+def elicitations(client: AcpClient) -> list[dict[str, Any]]:
+    return [r for r in client.requests if r["method"] == "elicitation/create"]
+
+
+async def test_elicitation_goes_to_the_prompts_sender_only() -> None:
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url, 2, name="owner") as owner,
+        acp_client(hub.url, 1, events=True, role="driver", name="d1") as d1,
+        acp_client(hub.url, 2, role="driver", name="d2") as d2,
+        acp_client(hub.url, 2, role="approver", name="approver") as approver,
+    ):
+        sid = await owner.new_session()
+        for client in (d1, d2, approver):
+            await resume(client, sid)
+        await d2.prompt(sid, "elicit")
+        await d2.wait_for(lambda: bool(elicitations(d2)))
+        request = elicitations(d2)[-1]
+        await d2.answer(request["id"], {"action": "accept", "content": {"name": "Ada"}})
+        await owner.wait_for(lambda: owner.idle_count(sid) >= 1)
+        assert texts(owner, sid, "elicit:") == ['elicit: accept {"name": "Ada"}']
+        turn = await d1.start(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "elicit"}]}
+        )
+        await d1.wait_for(lambda: bool(elicitations(d1)))
+        await d1.answer(elicitations(d1)[-1]["id"], {"action": "decline"})
+        assert await d1.result(turn) == {"stopReason": "end_turn"}
+        assert texts(owner, sid, "elicit:")[-1] == "elicit: decline"
+        assert len(elicitations(d2)) == 1
+        assert not elicitations(owner)
+        assert not elicitations(approver)
+
+
+def presence(client: AcpClient, sid: str) -> list[dict[str, Any]]:
+    return hub_updates(client, sid, "_hub_presence")
+
+
+async def test_presence_lists_clients_and_records_joins_and_leaves() -> None:
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url, 2, name="alice") as alice,
+    ):
+        sid = await alice.new_session()
+        async with acp_client(hub.url, 1, events=True, role="approver", name="bob") as bob:
+            await resume(bob, sid)
+            watcher_cm = acp_client(hub.url, 2, role="viewer")
+            async with watcher_cm as watcher:
+                await watcher.call("session/attach", {"sessionId": sid, "historyPolicy": "none"})
+                await alice.wait_for(lambda: len(presence(alice, sid)) >= 3)
+                clients = {c["clientId"]: c for c in presence(alice, sid)[-1]["clients"]}
+                assert clients[client_id(alice)]["name"] == "alice"
+                assert clients[client_id(alice)]["role"] == "owner"
+                assert clients[client_id(bob)]["name"] == "bob"
+                assert clients[client_id(bob)]["role"] == "approver"
+                assert clients[client_id(bob)]["protocolVersion"] == 1
+                assert clients[client_id(watcher)]["name"] == "test-client"  # its info name
+                assert clients[client_id(watcher)]["role"] == "viewer"
+                assert all(c["since"].endswith("Z") for c in clients.values())
+                joins = [p.get("joined") for p in presence(alice, sid)]
+                assert joins == [client_id(alice), client_id(bob), client_id(watcher)]
+            await bob.wait_for(
+                lambda: any(p.get("left") == client_id(watcher) for p in presence(bob, sid))
+            )
+            left = next(p for p in presence(bob, sid) if p.get("left") == client_id(watcher))
+            assert left["reason"] == "disconnected"
+            assert client_id(watcher) not in {c["clientId"] for c in left["clients"]}
+        await alice.wait_for(
+            lambda: any(p.get("left") == client_id(bob) for p in presence(alice, sid))
+        )
+        # A late joiner's replay holds the current list.
+        async with acp_client(hub.url, 2) as late:
+            await resume(late, sid, replayFrom={"type": "start"})
+            replayed = presence(late, sid)[0]
+            assert [c["clientId"] for c in replayed["clients"]] == [client_id(alice)]
+
+
+async def test_attach_history_policies_and_disconnect_notices() -> None:
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url, 2, name="owner") as owner,
+    ):
+        sid = await owner.new_session()
+        await owner.prompt(sid, "say the first message")
+        await owner.wait_for(lambda: owner.idle_count(sid) >= 1)
+        await owner.prompt(sid, "say the second message")
+        await owner.wait_for(lambda: owner.idle_count(sid) >= 2)
+        first = next(
+            u["messageId"]
+            for u in hub_updates(owner, sid, "agent_message_chunk")
+            if "first" in u["content"]["text"]
+        )
+        last_of_first = max(
+            p["_meta"]["acp-hub"]["seq"]
+            for p in owner.session_updates(sid)
+            if p["update"].get("messageId") == first
+        )
+        async with (
+            acp_client(hub.url, 2, role="driver") as after,
+            acp_client(hub.url, 1, events=True) as full,
+            acp_client(hub.url, 2) as none,
+            acp_client(hub.url, 2) as unknown,
+        ):
+            result = await after.call(
+                "session/attach",
+                {"sessionId": sid, "historyPolicy": {"type": "after", "messageId": first}},
+            )
+            assert result["role"] == "driver"
+            end = result["_meta"]["acp-hub"]["seq"]
+            got = after.seqs(sid)[: end - last_of_first]
+            assert got == list(range(last_of_first + 1, end + 1))
+            assert said(after, sid, "second message")
+            assert not said(after, sid, "first message")
+            await full.call("session/attach", {"sessionId": sid, "historyPolicy": "full"})
+            assert said(full, sid, "first message")
+            assert said(full, sid, "second message")
+            result = await none.call("session/attach", {"sessionId": sid, "historyPolicy": "none"})
+            assert none.session_updates(sid) == [] or all(
+                p["_meta"]["acp-hub"].get("seq", 0) > result["_meta"]["acp-hub"]["seq"]
+                for p in none.session_updates(sid)
+            )
+            await unknown.call(
+                "session/attach",
+                {"sessionId": sid, "historyPolicy": {"type": "after", "messageId": "msg-nope"}},
+            )
+            assert hub_updates(unknown, sid, "_hub_reset")
+            assert said(unknown, sid, "first message")
+            await refused(
+                -32602,
+                unknown.call("session/attach", {"sessionId": sid, "historyPolicy": "some"}),
+            )
+            await refused(
+                -32602, unknown.call("session/attach", {"sessionId": sid, "role": "admin"})
+            )
+            # session/detach; the others that attached this way are told.
+            assert await after.call("session/detach", {"sessionId": sid}) == {}
+            await full.wait_for(lambda: bool(notices(full, "_hub/client_disconnected")))
+            notice = notices(full, "_hub/client_disconnected")[-1]
+            assert notice["clientId"] == client_id(after)
+            assert notice["reason"] == "detached"
+            await refused(-32047, after.prompt(sid, "say detached"))
+        # The initialize results advertise the attach capability to both versions.
+        assert owner.init_result["capabilities"]["session"]["attach"]["roles"]
+        async with acp_client(hub.url, 1) as v1:
+            caps = v1.init_result["agentCapabilities"]["sessionCapabilities"]
+            assert "observer" in caps["attach"]["roles"] or "viewer" in caps["attach"]["roles"]
