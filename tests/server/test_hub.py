@@ -249,7 +249,8 @@ async def test_slow_consumer_is_closed_with_1013_and_resumes_with_its_cursor() -
                 for f in frames
                 if f.get("method") == "session/update"
             ]
-            assert seen and contiguous(seen)
+            assert seen
+            assert contiguous(seen)
             assert seen[-1] < fast.last_seq(sid)
         async with acp_client(hub.url) as back:
             await back.call(
@@ -283,18 +284,21 @@ async def test_agent_crash_mid_turn_is_seen_by_everyone_and_the_next_prompt_work
     tmp_path: Any,
 ) -> None:
     agent = scripted_agent("scripted", 2, "--state-dir", str(tmp_path))
-    async with running_hub([agent]) as hub:
-        async with acp_client(hub.url) as a, acp_client(hub.url, 1, events=True) as b:
-            sid = await a.new_session()
-            await b.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
-            await a.prompt(sid, "say before the crash\nsleep 200\ncrash")
-            await a.wait_for(lambda: _crashed(a, sid) and _idle_after_crash(a, sid))
-            await b.wait_for(lambda: _crashed(b, sid))
-            await a.prompt(sid, "say after the crash")
-            await a.wait_for(lambda: _said(a, sid, "after the crash"))
-            assert _crashed(a, sid, "restarted")
-            assert contiguous(a.seqs(sid))
-            assert contiguous(b.seqs(sid))
+    async with (
+        running_hub([agent]) as hub,
+        acp_client(hub.url) as a,
+        acp_client(hub.url, 1, events=True) as b,
+    ):
+        sid = await a.new_session()
+        await b.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+        await a.prompt(sid, "say before the crash\nsleep 200\ncrash")
+        await a.wait_for(lambda: _crashed(a, sid) and _idle_after_crash(a, sid))
+        await b.wait_for(lambda: _crashed(b, sid))
+        await a.prompt(sid, "say after the crash")
+        await a.wait_for(lambda: _said(a, sid, "after the crash"))
+        assert _crashed(a, sid, "restarted")
+        assert contiguous(a.seqs(sid))
+        assert contiguous(b.seqs(sid))
 
 
 async def test_a_session_the_restarted_agent_cannot_resume_is_marked_lost() -> None:
