@@ -94,8 +94,10 @@ def prompt_action(policy: str, *, busy: bool, queued: bool, holds_lease: bool) -
     refuse it as ``busy`` (policy ``reject``, or ``lease`` while a turn runs); refuse it as
     ``not_holder`` (policy ``lease``, the caller does not hold the lease).
     """
-    if policy == "lease" and not holds_lease:
-        return "not_holder"
+    if policy == "lease":
+        if not holds_lease:
+            return "not_holder"
+        return "busy" if busy else "start"
     if busy or queued:
         return "queue" if policy == "queue" else "busy"
     return "start"

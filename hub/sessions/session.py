@@ -510,30 +510,32 @@ class Session:
             )
         if self.prompt_policy == "lease":
             self._expire_lease()
-            holder = self.lease_holder
-            if holder is None or holder.client_id != client.client_id:
-                raise SessionFailure(
-                    hub_error(
-                        NOT_LEASE_HOLDER,
-                        "This session uses the lease policy and you do not hold the lease",
-                        {"holder": None if holder is None else holder.client_id},
-                    )
+        holder = self.lease_holder
+        action = arbiter.prompt_action(
+            self.prompt_policy,
+            busy=self.busy,
+            queued=bool(self.queue),
+            holds_lease=holder is not None and holder.client_id == client.client_id,
+        )
+        if action == "not_holder":
+            raise SessionFailure(
+                hub_error(
+                    NOT_LEASE_HOLDER,
+                    "This session uses the lease policy and you do not hold the lease",
+                    {"holder": None if holder is None else holder.client_id},
                 )
-            self._touch_lease()
-        if self.busy or self.queue:
-            if self.prompt_policy == "reject":
-                raise SessionFailure(
-                    hub_error(
-                        SESSION_BUSY,
-                        "The agent is busy with another prompt; try again when it is idle",
-                    )
+            )
+        if self.prompt_policy == "lease":
+            self._touch_lease()  # a prompt from the holder is activity
+        if action == "queue":
+            return await self._queue_prompt(client, blocks)
+        if action == "busy":
+            raise SessionFailure(
+                hub_error(
+                    SESSION_BUSY,
+                    "The agent is busy with another prompt; try again when it is idle",
                 )
-            if self.prompt_policy == "queue":
-                return await self._queue_prompt(client, blocks)
-            if self.busy:
-                raise SessionFailure(
-                    hub_error(SESSION_BUSY, "The agent is busy with the previous turn")
-                )
+            )
         return await self._start_turn(client, blocks)
 
     async def _start_turn(self, client: ClientHandle, blocks: list[Any]) -> dict[str, Any]:
