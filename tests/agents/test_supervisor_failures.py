@@ -377,3 +377,25 @@ async def test_scripted_agent_with_state_is_reattached_after_a_crash(
         after = sink.updates[before:]
         assert [u for u in after if u["sessionUpdate"] == "user_message_chunk"] == []
         assert sink.text() == "firstsecond"
+
+
+async def test_explicit_restart_reattaches_without_backoff(
+    supervised: Supervised, agent_home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "hub.agents")
+    async with supervised(persistent_spec(agent_home, tmp_path)) as sup:
+        agent = sup.get("persistent")
+        sink = RecordingSink()
+        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+        first = agent.pid
+        await agent.restart("configuration changed")
+        assert agent.pid != first
+        # Stopped in order (stdin closed: it exits 0), then re-attached.
+        assert sink.events == [
+            {"status": "exited", "exitCode": 0, "signal": None},
+            {"status": "restarted"},
+        ]
+        assert "stopping (configuration changed): closing stdin" in caplog.text
+        assert "backoff" not in caplog.text
+        await agent.prompt(sid, text("hello"))
+        assert (await sink.wait_idle())["stopReason"] == "end_turn"
