@@ -6,6 +6,8 @@ example agent), real WebSocket clients of both protocol versions in every scenar
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -927,3 +929,25 @@ async def test_attach_history_policies_and_disconnect_notices() -> None:
         async with acp_client(hub.url, 1) as v1:
             caps = v1.init_result["agentCapabilities"]["sessionCapabilities"]
             assert "observer" in caps["attach"]["roles"] or "viewer" in caps["attach"]["roles"]
+
+
+async def test_a_lost_agent_resolves_its_pending_request_cancelled() -> None:
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url, 2, name="owner") as owner,
+        acp_client(hub.url, 1, events=True, role="approver", name="approver") as approver,
+    ):
+        sid = await owner.new_session()
+        await resume(approver, sid)
+        await owner.prompt(sid, "permission")
+        copy = await got_request(approver, 0)
+        pid = last_permission_id(owner, sid)
+        supervisor = hub.app.supervisor
+        assert supervisor is not None
+        agent_pid = supervisor.get("scripted").pid
+        assert agent_pid is not None
+        os.kill(agent_pid, signal.SIGKILL)
+        for client in (owner, approver):
+            assert (await sees_final(client, sid, pid))["status"] == "cancelled"
+        await approver.wait_for(lambda: copy["id"] in approver.cancelled)
+        await owner.wait_for(lambda: states(owner, sid)[-1][0] == "idle")
