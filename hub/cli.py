@@ -11,11 +11,14 @@ are stopped (stdin closed, SIGTERM, SIGKILL of their process groups).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import signal
 import socket
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import uvicorn
@@ -53,6 +56,25 @@ class _Server(uvicorn.Server):
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.hub.close_connections(GOING_AWAY, "the hub is shutting down")
         await super().shutdown(sockets)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """SIGINT and SIGTERM ask for the graceful shutdown, and that is all they do.
+
+        uvicorn's own version raises the captured signal again once the server is down, which
+        ends a clean shutdown with a KeyboardInterrupt traceback or death by SIGTERM instead
+        of exit status 0.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        handled = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def _parser() -> argparse.ArgumentParser:
