@@ -111,7 +111,10 @@ def build(args: argparse.Namespace) -> tuple[Settings, dict[str, AgentSpec], str
         config = load_config(args.config)
         agents.update(config.agents)
         default = config.default_agent
-        settings = settings.merged(dict(config.hub))
+        try:
+            settings = settings.merged(dict(config.hub))
+        except ValueError as exc:
+            raise ConfigError(f"{args.config}: [hub]: {exc}") from None
     if args.command == "demo":
         demo = AgentSpec(
             name="demo",
