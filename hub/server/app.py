@@ -36,6 +36,7 @@ RAW_SEND = "acp_hub.raw_send"
 WEB_DIR = Path(__file__).resolve().parent.parent.parent / "web"
 
 GOING_AWAY = 1001
+POLICY_VIOLATION = 1008
 UNSUPPORTED_DATA = 1003
 INTERNAL_ERROR = 1011
 
@@ -97,6 +98,13 @@ class HubApp:
         if registry is None:
             await websocket.close(code=GOING_AWAY)
             return
+        origin = websocket.headers.get("origin")
+        if origin is not None and not self.origin_allowed(origin, websocket.headers.get("host")):
+            # A browser page of another site must not drive the hub with the user's loopback
+            # role (cross-site WebSocket hijacking): refused before the upgrade.
+            log.warning("! refused a WebSocket from origin %r (peer %s)", origin, _peer(scope))
+            await websocket.close(code=POLICY_VIOLATION)
+            return
         raw_send: Send = scope.get(RAW_SEND, send)
         conn = ClientConnection(
             registry,
@@ -124,6 +132,14 @@ class HubApp:
         finally:
             self.connections.discard(conn)
             log.info("= %s: disconnected", conn.connection_id)
+
+    def origin_allowed(self, origin: str, host: str | None) -> bool:
+        """Browser upgrades must come from the hub's own origin or a configured embedding
+        origin; clients that send no ``Origin`` (editors, scripts) are not browsers."""
+        origin = origin.rstrip("/")
+        if host is not None and origin in (f"http://{host}", f"https://{host}"):
+            return True
+        return origin in {o.rstrip("/") for o in self.settings.embed_origins}
 
     async def health(self, request: Request) -> JSONResponse:
         registry = self.registry

@@ -196,3 +196,27 @@ async def test_a_peer_that_stops_answering_pings_is_dropped() -> None:
         with anyio.fail_after(5):
             while len(hub.app.connections) > 1:  # noqa: ASYNC110 - no event for a drop
                 await anyio.sleep(0.05)
+
+
+async def test_browser_upgrades_from_other_origins_are_refused() -> None:
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus
+
+    settings = Settings(embed_origins=("https://app.example",))
+    async with running_hub([scripted_agent()], settings) as hub:
+        host = hub.http.split("//", 1)[1]
+        with pytest.raises(InvalidStatus) as info:
+            async with connect(hub.url, origin="https://evil.example"):  # type: ignore[arg-type]
+                pass
+        assert info.value.response.status_code == 403
+        for allowed in (f"http://{host}", "https://app.example"):
+            async with connect(hub.url, origin=allowed) as ws:  # type: ignore[arg-type]
+                await ws.send(
+                    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}'
+                )
+                assert '"protocolVersion":2' in str(await ws.recv())
+        async with connect(hub.url) as ws:  # no Origin: not a browser
+            await ws.send(
+                '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'
+            )
+            assert '"protocolVersion":1' in str(await ws.recv())
