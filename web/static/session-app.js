@@ -41,8 +41,9 @@ export function displayName(query) {
  * @returns {any}
  */
 export function initializeParams(query) {
+  // This client handles v2 batch frames, so replay may come in batches.
   /** @type {Record<string, unknown>} */
-  const hub = {};
+  const hub = { batches: true };
   const role = query.get('role');
   if (role) hub.role = role;
   const name = displayName(query);

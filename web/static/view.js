@@ -32,6 +32,14 @@ import { renderMarkdown, safeUrl } from './markdown.js';
 
 /** Timeline entries drawn at most per reveal. */
 export const WINDOW = 300;
+/** Drawn transcripts longer than this many entries let the browser skip off-screen ones. */
+const LONG_TRANSCRIPT = 100;
+/** Messages longer than this (characters) are redrawn at most every 8 ms per KiB. */
+const HEAVY_MESSAGE = 4 * 1024;
+const HEAVY_MS_PER_KIB = 8;
+const HEAVY_MAX_PAUSE_MS = 2000;
+/** Text blocks longer than this (characters) are drawn as plain text, not markdown. */
+const PLAIN_TEXT_OVER = 64 * 1024;
 /** Terminal output beyond this many bytes is trimmed from the start when drawn. */
 const TERMINAL_TAIL = 256 * 1024;
 
@@ -195,6 +203,8 @@ export class SessionView {
     /** @type {Map<string | number, {params: any, node: HTMLElement}>} */
     this.requests = new Map();
     this.stickToBottom = false;
+    /** @type {Map<string, number>} when a heavy message was last drawn */
+    this.drawnAt = new Map();
     this.build();
   }
 
@@ -489,6 +499,7 @@ export class SessionView {
       this.entries.replaceChildren();
       this.elements.clear();
       this.terminalBoxes.clear();
+      this.drawnAt.clear();
       this.start = 0;
       this.end = 0;
       for (const name of ['state', 'presence', 'queue', 'config', 'usage', 'info', 'agent', 'lease', 'policy', 'commands', 'closed', 'permissions', 'plans']) {
@@ -505,6 +516,7 @@ export class SessionView {
       this.end = this.start;
     }
     const fresh = new Set();
+    let changed = dirty.size > 0;
     if (this.end < timeline.length) {
       const fragment = document.createDocumentFragment();
       for (; this.end < timeline.length; this.end++) {
@@ -515,17 +527,39 @@ export class SessionView {
       }
       this.entries.append(fragment);
     }
+    const now = performance.now();
+    let deferred = 0;
     for (const key of dirty) {
       if (fresh.has(key)) continue;
       if (key.startsWith('term:')) this.redrawTerminal(key.slice(5));
       else {
         const node = this.elements.get(key);
-        if (node) this.redrawEntry(key, node);
+        if (!node) continue;
+        // A huge streaming message is re-parsed at most a few times a second, not per frame.
+        const weight = key.startsWith('m:') ? this.messageSize(key.slice(2)) : 0;
+        const last = this.drawnAt.get(key) ?? 0;
+        // Redraw cost grows with the size, so the pause between redraws does too: the share
+        // of the main thread a streaming message takes stays bounded.
+        const pause = Math.min(HEAVY_MAX_PAUSE_MS, (weight / 1024) * HEAVY_MS_PER_KIB);
+        if (weight > HEAVY_MESSAGE && now - last < pause) {
+          this.model.dirty.add(key);
+          this.schedule();
+          deferred += 1;
+          continue;
+        }
+        this.redrawEntry(key, node);
+        if (weight > HEAVY_MESSAGE) this.drawnAt.set(key, now);
       }
     }
-    this.earlier.hidden = this.start === 0;
-    this.earlier.textContent = `Show earlier (${this.start})`;
-    this.empty.hidden = timeline.length > 0;
+    if (atBottom && this.end - this.start > 2 * WINDOW) this.trimOldest();
+    // Only deferred redraws this frame: nothing moved.
+    if (deferred === dirty.size) changed = false;
+    this.updateEarlier();
+    const long = this.end - this.start > LONG_TRANSCRIPT;
+    if (this.entries.classList.contains('long') !== long) this.entries.classList.toggle('long', long);
+    // Touch the DOM only on change: any write invalidates layout, and the next read of a
+    // scroll position would lay the whole transcript out again.
+    if (this.empty.hidden !== timeline.length > 0) this.empty.hidden = timeline.length > 0;
 
     if (dirty.has('state') || dirty.has('agent') || dirty.has('closed') || dirty.has('lease') || dirty.has('policy')) this.drawState();
     if (dirty.has('presence')) this.drawPresence();
@@ -540,8 +574,37 @@ export class SessionView {
       this.syncRequests();
     }
 
-    if (atBottom && scroller) scroller.scrollTop = scroller.scrollHeight;
+    if (atBottom && scroller && changed) scroller.scrollTop = scroller.scrollHeight;
     this.root.dispatchEvent(new CustomEvent('rendered'));
+  }
+
+  updateEarlier() {
+    const hidden = this.start === 0;
+    const label = `Show earlier (${this.start})`;
+    if (this.earlier.hidden !== hidden) this.earlier.hidden = hidden;
+    if (this.earlier.textContent !== label) this.earlier.textContent = label;
+  }
+
+  /**
+   * The text size of a message (what a redraw has to parse).
+   * @param {string} id
+   * @returns {number}
+   */
+  messageSize(id) {
+    let size = 0;
+    for (const block of this.model.messages.get(id)?.blocks ?? []) size += block?.text?.length ?? 0;
+    return size;
+  }
+
+  /** Keep the drawn transcript bounded while the reader follows the end of a long session. */
+  trimOldest() {
+    const keep = this.end - WINDOW;
+    for (; this.start < keep; this.start++) {
+      const key = this.model.timeline[this.start].key;
+      this.elements.get(key)?.remove();
+      this.elements.delete(key);
+      this.drawnAt.delete(key);
+    }
   }
 
   /**
@@ -566,8 +629,7 @@ export class SessionView {
     for (let i = from; i < this.start; i++) fragment.append(this.drawEntry(this.model.timeline[i]));
     this.entries.prepend(fragment);
     this.start = from;
-    this.earlier.hidden = this.start === 0;
-    this.earlier.textContent = `Show earlier (${this.start})`;
+    this.updateEarlier();
     if (scroller) scroller.scrollTop += scroller.scrollHeight - before;
   }
 
@@ -606,7 +668,22 @@ export class SessionView {
     node.className = `entry entry-message msg msg-${message.role}`;
     node.dataset.messageId = id;
     const body = el('div', 'msg-body');
-    for (const block of mergeText(message.blocks)) body.append(renderBlock(block));
+    for (const block of mergeText(message.blocks)) {
+      if (block?.type === 'text' && block.text.length > PLAIN_TEXT_OVER) {
+        // Markdown is for reading; a message this long is shown as plain text, its end first.
+        const full = String(block.text);
+        const pre = el('pre', 'msg-plain', full.slice(-PLAIN_TEXT_OVER));
+        const note = el('p', 'msg-note', `A very long message (${full.length.toLocaleString()} characters): its end, as plain text. `);
+        const all = button('Show all', () => {
+          pre.textContent = full;
+          all.remove();
+        }, 'show-all');
+        note.append(all);
+        body.append(note, pre);
+      } else {
+        body.append(renderBlock(block));
+      }
+    }
     if (message.role === 'thought') {
       // Keep the reader's open/closed choice across redraws.
       let details = /** @type {HTMLDetailsElement | null} */ (node.querySelector(':scope > details'));
@@ -816,14 +893,16 @@ export class SessionView {
   drawState() {
     const fg = this.model.fg;
     const parts = [];
-    let badge = 'idle';
+    let badge = 'no turn yet';
     if (this.model.closed) badge = 'closed';
     else if (fg?.state === 'running') badge = 'running';
     else if (fg?.state === 'requires_action') badge = 'requires action';
     else if (fg) badge = fg.stopReason ? `idle · ${labelize(fg.stopReason)}` : labelize(fg.state);
     this.stateBadge.textContent = badge;
-    this.stateBadge.className = `state-badge state-${(this.model.closed ? 'closed' : fg?.state ?? 'idle').replace(/[^a-z_]/gi, '')}`;
-    this.root.dataset.state = this.model.closed ? 'closed' : fg?.state ?? 'idle';
+    // No state yet (a reset, or a session that never ran): claim nothing.
+    const state = this.model.closed ? 'closed' : fg?.state ?? 'unknown';
+    this.stateBadge.className = `state-badge state-${state.replace(/[^a-z_]/gi, '')}`;
+    this.root.dataset.state = state;
     this.cancelButton.disabled = !(fg?.state === 'running' || fg?.state === 'requires_action');
     parts.push(el('p', '', `State: ${badge}`));
     const agent = this.model.agent;
