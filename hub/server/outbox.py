@@ -21,7 +21,7 @@ from collections import deque
 
 import anyio
 
-from hub.server.transport import FrameWriter
+from hub.server.transport import FrameWriter, PeerGone
 
 log = logging.getLogger("hub.server")
 
@@ -105,7 +105,14 @@ class Outbox:
                 if bounded:
                     self._queued_bytes -= len(frame)
                 if not self._writer.try_write(frame):
-                    await self._writer.send(frame)
+                    try:
+                        await self._writer.send(frame)
+                    except PeerGone as exc:
+                        log.info("= %s: gone while sending (%s)", self._name, exc)
+                        self._queue.clear()
+                        self._queued_bytes = 0
+                        self._done = True
+                        return
                 self.frames_sent += 1
             if self._closing is not None:
                 if not self._done:

@@ -35,6 +35,10 @@ from starlette.types import Message, Send
 log = logging.getLogger("hub.server")
 
 
+class PeerGone(Exception):
+    """The client went away while a frame was being sent."""
+
+
 class FrameWriter(Protocol):
     """Writes text frames to one client."""
 
@@ -43,7 +47,8 @@ class FrameWriter(Protocol):
         ...
 
     async def send(self, frame: bytes) -> None:
-        """Write ``frame``, waiting for the transport if it is backed up."""
+        """Write ``frame``, waiting for the transport if it is backed up; ``PeerGone`` when
+        the client disconnected."""
         ...
 
     def close_now(self, code: int, reason: str) -> bool:
@@ -97,7 +102,10 @@ class AsgiFrameWriter:
 
     async def send(self, frame: bytes) -> None:
         message: Message = {"type": "websocket.send", "text": frame.decode()}
-        await self._send(message)
+        try:
+            await self._send(message)
+        except Exception as exc:  # the server's own "disconnected" errors vary by server
+            raise PeerGone(str(exc) or type(exc).__name__) from exc
 
     def close_now(self, code: int, reason: str) -> bool:
         proto = self._proto

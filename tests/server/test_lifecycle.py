@@ -220,3 +220,33 @@ async def test_browser_upgrades_from_other_origins_are_refused() -> None:
                 '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'
             )
             assert '"protocolVersion":1' in str(await ws.recv())
+
+
+async def test_a_backed_up_client_that_vanishes_is_dropped_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as watcher:
+        sid = await watcher.new_session()
+        gone = RawClient(hub.url)
+        await gone.open()
+        await gone.call(
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 2}}
+        )
+        await gone.call(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/resume",
+                "params": {"sessionId": sid, "cwd": "/"},
+            }
+        )
+        await watcher.prompt(sid, "stream 3000 400")
+        await watcher.wait_for(lambda: watcher.last_seq(sid) > 1500)
+        gone.sock.close()  # mid-stream, with frames queued for it
+        await watcher.wait_for(lambda: watcher.idle_count(sid) >= 1)
+        assert contiguous(watcher.seqs(sid))
+        with anyio.fail_after(10):
+            while len(hub.app.connections) > 1:  # noqa: ASYNC110 - no event for a drop
+                await anyio.sleep(0.05)
+    errors = [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    assert errors == []
