@@ -62,6 +62,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("hub.sessions")
 
 USER_MESSAGE_VARIANTS = frozenset({"user_message", "user_message_chunk"})
+ATTRIBUTION_WAIT = 5.0
+"""How long a v2 prompt answer waits for the agent's user message when the agent accepted
+the prompt without naming it (seconds)."""
 
 
 class SessionFailure(Exception):
@@ -126,6 +129,10 @@ class Turn:
     stop_reason: str | None = None
     error: RpcError | None = None
     cancelling: bool = False
+    message_id: str | None = None
+    """The id of the user message this turn's prompt became (from the agent's answer or its
+    first user message)."""
+    id_known: anyio.Event = field(default_factory=anyio.Event)
     """A ``session/cancel`` for this turn went to the agent (it goes once)."""
 
 
@@ -433,20 +440,14 @@ class Session:
         turn = self.turn
         if (
             turn is not None
-            and not turn.attributed
+            and turn.client is not None
             and variant in USER_MESSAGE_VARIANTS
             and isinstance(update.get("messageId"), str)
-            and turn.client is not None
+            and (not turn.attributed or update["messageId"] == turn.message_id)
         ):
-            turn.attributed = True
-            self.emit(
-                {
-                    "sessionUpdate": "_hub_prompt",
-                    "messageId": update["messageId"],
-                    "clientId": turn.client.client_id,
-                    "name": turn.client.name,
-                }
-            )
+            if not turn.attributed:
+                self._attribute(turn, turn.client, update["messageId"])
+            # The prompt's own user message: a v1 sender rendered it already.
             self.emit(update, origin=turn.client.client_id)
             return
         self.emit(update)
@@ -551,28 +552,38 @@ class Session:
             self._pump_queue()
             raise SessionFailure(exc.error) from exc
         if ack.message_id is not None and not turn.attributed:
-            turn.attributed = True
-            self.emit(
-                {
-                    "sessionUpdate": "_hub_prompt",
-                    "messageId": ack.message_id,
-                    "clientId": client.client_id,
-                    "name": client.name,
-                }
-            )
+            self._attribute(turn, client, ack.message_id)
         if client.version >= 2:
+            if turn.message_id is None:
+                # The agent accepted with `{}`: its first user message names the prompt.
+                with anyio.move_on_after(ATTRIBUTION_WAIT):
+                    await turn.id_known.wait()
             meta: dict[str, Any] = {"queued": False}
             result: dict[str, Any] = {"_meta": {"acp-hub": meta}}
-            if ack.message_id is not None:
-                meta["messageId"] = ack.message_id
+            if turn.message_id is not None:
+                meta["messageId"] = turn.message_id
                 # v2 clients (the TypeScript SDK's among them) expect the user message's id
                 # at the top level of the prompt answer, as v2 agents give it.
-                result["messageId"] = ack.message_id
+                result["messageId"] = turn.message_id
             return result
         await turn.ended.wait()
         if turn.error is not None and turn.stop_reason is None:
             raise SessionFailure(turn.error)
         return {"stopReason": turn.stop_reason or "end_turn"}
+
+    def _attribute(self, turn: Turn, client: ClientHandle, message_id: str) -> None:
+        """Record (``_hub_prompt``) that the user message ``message_id`` is ``client``'s."""
+        turn.attributed = True
+        turn.message_id = message_id
+        turn.id_known.set()
+        self.emit(
+            {
+                "sessionUpdate": "_hub_prompt",
+                "messageId": message_id,
+                "clientId": client.client_id,
+                "name": client.name,
+            }
+        )
 
     def _turn_ended(self, stop_reason: Any, error: RpcError | None) -> None:
         turn = self.turn
@@ -583,6 +594,7 @@ class Session:
         turn.stop_reason = stop_reason if isinstance(stop_reason, str) else None
         turn.error = error
         turn.ended.set()
+        turn.id_known.set()  # nobody waits for an id that will not come
         self.turn = None
         for pending in list(self.permissions.values()):
             self._finish_permission(pending, None, "cancelled")

@@ -250,3 +250,34 @@ async def test_a_backed_up_client_that_vanishes_is_dropped_quietly(
                 await anyio.sleep(0.05)
     errors = [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
     assert errors == []
+
+
+@pytest.mark.parametrize("ack_flags", [(), ("--ack-message-id",)])
+async def test_prompt_answers_name_the_user_message_and_v1_senders_see_no_echo(
+    ack_flags: tuple[str, ...],
+) -> None:
+    agent = scripted_agent("scripted", 2, *ack_flags)
+    async with (
+        running_hub([agent]) as hub,
+        acp_client(hub.url, 2) as v2,
+        acp_client(hub.url, 1, events=True) as v1,
+    ):
+        sid = await v2.new_session()
+        await v1.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+        answer = await v2.prompt(sid, "say first")
+        user_ids = [
+            p["update"]["messageId"]
+            for p in v2.session_updates(sid)
+            if p["update"]["sessionUpdate"] in ("user_message", "user_message_chunk")
+        ]
+        assert answer["messageId"] == user_ids[-1]
+        await v2.wait_for(lambda: v2.idle_count(sid) >= 1)
+        assert (await v1.prompt(sid, "say second"))["stopReason"] == "end_turn"
+        mine = [
+            p
+            for p in v1.session_updates(sid)
+            if p["update"]["sessionUpdate"] == "user_message_chunk"
+            and "second" in str(p["update"].get("content"))
+        ]
+        assert mine == []  # the v1 sender rendered its prompt itself
+        assert "second" in str(v2.fold(sid).snapshot())  # everyone else saw it
