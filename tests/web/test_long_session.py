@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.web.harness import Hub, start_session
 
@@ -63,7 +64,5 @@ def test_session_of_a_hundred_thousand_updates_opens_smoothly(hub: Hub, new_page
     hidden = int(earlier.inner_text().split("(")[1].rstrip(")"))
     assert hidden + drawn == MESSAGES + 2  # the user's message, the streamed one, the says
     earlier.click()
-    page.wait_for_function(
-        f"document.querySelector('button.earlier').textContent.includes('({hidden - 300})')"
-    )
+    expect(earlier).to_have_text(f"Show earlier ({hidden - 300})")
     assert max(page.evaluate("window.__longTasks"), default=0) < MAX_TASK_MS

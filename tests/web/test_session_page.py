@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from playwright.sync_api import expect
+
 from tests.web.harness import (
     Hub,
     screenshot_path,
@@ -70,7 +72,8 @@ def test_driver_and_viewer_share_prompt_queue_and_permission(hub: Hub, new_page:
 
     # Config options: the driver changes the mode, the viewer sees it but cannot.
     driver.select_option("#config-mode", "ask")
-    viewer.wait_for_function("document.querySelector('#config-mode').value === 'ask'")
+    # (Locator assertions, not wait_for_function: the page's CSP forbids eval, as it should.)
+    expect(viewer.locator("#config-mode")).to_have_value("ask")
     assert viewer.locator("#config-mode").is_disabled()
 
 
