@@ -313,13 +313,36 @@ _ANSI = re.compile(
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+def _decode_complete(data: bytes) -> str:
+    """UTF-8 text of ``data``, leaving out a character still incomplete at the end (a chunk
+    cut inside it is completed by the next chunk) and replacing invalid bytes."""
+    end = len(data)
+    # Look back at most 3 bytes for the lead byte of a multi-byte sequence.
+    for back in range(1, min(4, end) + 1):
+        byte = data[end - back]
+        if byte & 0xC0 != 0x80:  # not a continuation byte
+            need = (
+                2
+                if byte & 0xE0 == 0xC0
+                else 3
+                if byte & 0xF0 == 0xE0
+                else 4
+                if byte & 0xF8 == 0xF0
+                else 1
+            )
+            if back < need:
+                end -= back
+            break
+    return data[:end].decode("utf-8", errors="replace")
+
+
 def sanitize_terminal(data: bytes) -> str:
     """Terminal bytes as plain text: UTF-8 (invalid bytes replaced), escapes removed.
 
     A carriage return inside a line keeps what follows it (progress bars redraw the line),
     backspace and other control characters are removed; newlines and tabs stay.
     """
-    text = _ANSI.sub("", data.decode("utf-8", errors="replace")).replace("\r\n", "\n")
+    text = _ANSI.sub("", _decode_complete(data)).replace("\r\n", "\n")
     lines = []
     for line in text.split("\n"):
         parts = [part for part in line.split("\r") if part]
@@ -924,9 +947,10 @@ def _terminal_text(terminal: _Terminal | None) -> str:
     if terminal is None:
         return ""
     parts = []
-    if terminal.command:
+    output = sanitize_terminal(bytes(terminal.data))
+    if terminal.command and not output.startswith(f"$ {terminal.command}"):
         parts.append(f"$ {terminal.command}\n")
-    parts.append(sanitize_terminal(bytes(terminal.data)))
+    parts.append(output)
     status = terminal.exit_status
     if status is not None:
         if status.get("exitCode") is not None:

@@ -1699,3 +1699,44 @@ def test_renderer_without_boolean_options_leaves_them_out() -> None:
     assert mode == {"sessionUpdate": "current_mode_update", "currentModeId": "ask"}
     (replayed, _) = renderer.render_replay([update])
     assert replayed == options
+
+
+def test_terminal_text_never_shows_half_a_character_while_streaming() -> None:
+    from hub.protocol.translate import sanitize_terminal
+
+    data = "héllo ✓ 😀 done".encode()
+    for cut in range(len(data) + 1):
+        text = sanitize_terminal(data[:cut])
+        assert "\ufffd" not in text
+        assert data.decode().startswith(text)
+    assert sanitize_terminal(b"ok \xff bad") == "ok \ufffd bad"  # invalid bytes still shown
+
+
+def test_terminal_text_does_not_repeat_a_command_the_output_already_shows() -> None:
+    renderer = ClientV1Renderer()
+    renderer.update(
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "c",
+            "title": "run",
+            "content": [{"type": "terminal", "terminalId": "t"}],
+        }
+    )
+    out = renderer.update(
+        {
+            "sessionUpdate": "terminal_update",
+            "terminalId": "t",
+            "command": "pytest -q",
+            "output": {"data": base64.b64encode(b"$ pytest -q\n3 passed\n").decode()},
+        }
+    )
+    text = json.dumps(out)
+    assert text.count("$ pytest -q") == 1
+    plain = renderer.update(
+        {
+            "sessionUpdate": "terminal_update",
+            "terminalId": "t",
+            "output": {"data": base64.b64encode(b"3 passed\n").decode()},
+        }
+    )
+    assert json.dumps(plain).count("$ pytest -q") == 1
