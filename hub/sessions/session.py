@@ -914,6 +914,14 @@ class Session:
                 pending.declined.add(client.client_id)
                 return
 
+        # Which `_hub_permission` record this copy belongs to, so that a client can match
+        # the record's resolution to the dialog it shows.
+        meta = params.get("_meta")
+        hub_meta = {"permissionId": pending.permission_id}
+        params["_meta"] = (
+            {**meta, "acp-hub": hub_meta} if isinstance(meta, dict) else {"acp-hub": hub_meta}
+        )
+
         def on_reply(result: Any, error: RpcError | None) -> None:
             self._answer(pending, client, result, error)
 

@@ -93,6 +93,8 @@ async def test_three_clients_on_the_typescript_permission_agent() -> None:
         assert (
             resolved[-1]["resolvedBy"]["clientId"] == a.init_result["_meta"]["acp-hub"]["clientId"]
         )
+        # The copy named the record it belongs to.
+        assert resolved[-1]["permissionId"] == request["params"]["_meta"]["acp-hub"]["permissionId"]
 
 
 async def test_the_turn_goes_on_when_its_client_disconnects() -> None:
