@@ -31,7 +31,8 @@ def raise_nofile(wanted: int = 65536) -> int:
 
 
 async def _run(spec: dict[str, Any]) -> Result:
-    target = make_target(spec["kind"], spec["host"], int(spec["port"]))
+    version = int(spec["params"].get("observer_version", 2))
+    target = make_target(spec["kind"], spec["host"], int(spec["port"]), version)
     scenario = SCENARIOS[spec["scenario"]]
     return await scenario(target, spec["params"], int(spec["server_pid"]))
 

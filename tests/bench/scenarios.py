@@ -78,6 +78,9 @@ def correctness(conns: Iterable[Conn], *, expect_open: bool = True) -> dict[str,
         "gaps": sum(c.gaps for c in conns),
         "resets": sum(c.resets for c in conns),
         "early": sum(c.early for c in conns),
+        "skipped": sum(c.skipped for c in conns),
+        "number_gaps": sum(c.number_gaps for c in conns),
+        "number_duplicates": sum(c.number_duplicates for c in conns),
         "closed": sum(1 for c in conns if c.closed.done()) if expect_open else 0,
     }
 
@@ -110,7 +113,7 @@ async def _setup(
     target: Target, recorder: Recorder, sessions: int, per_session: int
 ) -> tuple[list[Session], list[Conn]]:
     """``sessions`` sessions with ``per_session`` live observers each (creators included)."""
-    creators = [await target.open(recorder) for _ in range(sessions)]
+    creators = [await target.open_observer(recorder) for _ in range(sessions)]
     made = await asyncio.gather(*(target.create(c) for c in creators))
     others = await open_many(target, recorder, made, per_session - 1) if per_session > 1 else []
     return list(made), creators + others
@@ -223,9 +226,11 @@ async def s4_late_join(target: Target, p: Params, server_pid: int) -> Result:
     if (skipped := _skip(target)) is not None:
         return skipped
     recorder = Recorder()
-    sessions, conns = await _setup(target, recorder, 1, p["observers"])
+    sessions, conns = await _setup(target, recorder, 1, 1)
     session = sessions[0]
+    # The history is written before the other observers attach: only its size matters here.
     preload_s = await _preload(target, session, p["preload"], p["size"], p["per_message"])
+    conns += await open_many(target, recorder, sessions, p["observers"] - 1)
     live = int(p["rate"] * (2 * p["window_s"] + 30))
     await target.stream([session], p["rate"], live, p["size"])
     await asyncio.sleep(1.0)

@@ -40,6 +40,10 @@ class Target(Protocol):
         """A connected client, ready to create or attach."""
         ...
 
+    async def open_observer(self, recorder: Recorder) -> Conn:
+        """A connected client for a plain observer (the hub: of the configured version)."""
+        ...
+
     async def create(self, conn: Conn) -> Session:
         """A new session; ``conn`` is attached to it and live."""
         ...
@@ -66,14 +70,23 @@ def _meta_seq(result: Any) -> tuple[int, Any]:
     return int(meta.get("seq", 0)), meta.get("epoch")
 
 
+def _ignore(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 class HubTarget:
     """The hub at ``host:port`` with a ``bench`` agent."""
 
     kind = "hub"
 
-    def __init__(self, host: str, port: int, agent: str = "bench") -> None:
+    def __init__(
+        self, host: str, port: int, agent: str = "bench", observer_version: int = 2
+    ) -> None:
         self.host, self.port, self.agent = host, port, agent
+        self.observer_version = observer_version
         self.cwd = os.getcwd()
+        self._v1: set[int] = set()
 
     async def open(self, recorder: Recorder, *, rcvbuf: int | None = None) -> Conn:
         conn = await connect(self.host, self.port, "/acp", recorder, rcvbuf=rcvbuf)
@@ -85,6 +98,22 @@ class HubTarget:
                 "capabilities": {},
             },
         )
+        return conn
+
+    async def open_observer(self, recorder: Recorder) -> Conn:
+        if self.observer_version == 2:
+            return await self.open(recorder)
+        conn = await connect(self.host, self.port, "/acp", recorder)
+        await conn.request(
+            "initialize",
+            {
+                "protocolVersion": 1,
+                "clientCapabilities": {},
+                "clientInfo": {"name": "acp-hub-bench", "version": "0.1.0"},
+            },
+        )
+        self._v1.add(id(conn))
+        conn.strict_seq = False
         return conn
 
     async def create(self, conn: Conn) -> Session:
@@ -100,7 +129,11 @@ class HubTarget:
         self, conn: Conn, session: Session, replay: dict[str, Any] | None = None
     ) -> int:
         params: dict[str, Any] = {"sessionId": session.id, "cwd": self.cwd}
-        if replay is not None:
+        if id(conn) in self._v1:
+            params["mcpServers"] = []
+            if replay is not None:
+                raise ValueError("v1 observers attach live only")
+        elif replay is not None:
             params["replayFrom"] = replay
         seq, _ = _meta_seq(await conn.request("session/resume", params))
         conn.attached_at(seq)
@@ -111,15 +144,16 @@ class HubTarget:
     ) -> None:
         words = " ".join(f"{k}={v}" for k, v in extra.items())
         text = f"rate={rate:g} count={count} size={size} {words}".strip()
-        await asyncio.gather(
-            *(
-                s.creator.request(
-                    "session/prompt",
-                    {"sessionId": s.id, "prompt": [{"type": "text", "text": text}]},
-                )
-                for s in sessions
-            )
-        )
+        waits = []
+        for s in sessions:
+            params = {"sessionId": s.id, "prompt": [{"type": "text", "text": text}]}
+            answer = s.creator.request("session/prompt", params)
+            if id(s.creator) in self._v1:
+                # v1 answers a prompt when its turn ends: do not wait for that here.
+                answer.add_done_callback(_ignore)
+            else:
+                waits.append(answer)
+        await asyncio.gather(*waits)
 
     def cancel(self, session: Session) -> None:
         session.creator.notify("session/cancel", {"sessionId": session.id})
@@ -136,6 +170,9 @@ class BaselineTarget:
 
     async def open(self, recorder: Recorder, *, rcvbuf: int | None = None) -> Conn:
         return await connect(self.host, self.port, "/", recorder, rcvbuf=rcvbuf)
+
+    async def open_observer(self, recorder: Recorder) -> Conn:
+        return await self.open(recorder)
 
     async def create(self, conn: Conn) -> Session:
         session = Session(f"g{next(self._groups)}", "e1", conn)
@@ -159,10 +196,10 @@ class BaselineTarget:
         """The baseline's streams always run to their count."""
 
 
-def make_target(kind: str, host: str, port: int) -> Target:
-    """A target of ``kind`` (``hub`` or ``baseline``)."""
+def make_target(kind: str, host: str, port: int, observer_version: int = 2) -> Target:
+    """A target of ``kind`` (``hub`` or ``baseline``); hub observers speak ``observer_version``."""
     if kind == "hub":
-        return HubTarget(host, port)
+        return HubTarget(host, port, observer_version=observer_version)
     if kind == "baseline":
         return BaselineTarget(host, port)
     raise ValueError(f"unknown target kind {kind!r}")
@@ -181,7 +218,7 @@ async def open_many(
 
     async def one(session: Session) -> Conn:
         async with gate:
-            conn = await target.open(recorder)
+            conn = await target.open_observer(recorder)
             await target.attach(conn, session)
             return conn
 

@@ -19,9 +19,10 @@ Every other frame is decoded with ``json.loads`` and, if it is a response, resol
 waiting request.
 
 Each connection checks its own stream: seqs must rise by exactly one; a lower or equal seq is
-a duplicate, a jump is a gap; ``_hub_reset`` starts a new count. Latencies (receive time
-minus send timestamp) are appended to the shared ``Recorder`` while it is on and the
-connection is live (its attach response has arrived).
+a duplicate, a jump is a gap; ``_hub_reset`` starts a new count. The agent's own numbering
+in the live markers (``@n=``, restarting at 1 each prompt turn) is checked the same way.
+Latencies (receive time minus send timestamp) are appended to the shared ``Recorder`` while
+it is on and the connection is live (its attach response has arrived).
 """
 
 from __future__ import annotations
@@ -133,6 +134,14 @@ class Conn(asyncio.Protocol):
         self.gaps = 0
         self.resets = 0
         self.early = 0
+        # v1 clients that did not ask for the hub's events do not get the `_hub_*` updates:
+        # their seqs skip those (counted in ``skipped``, not as gaps).
+        self.strict_seq = True
+        self.skipped = 0
+        # The agent's numbering (``@n=``), checked whatever the protocol version.
+        self.last_n: int | None = None
+        self.number_gaps = 0
+        self.number_duplicates = 0
         self.marks = 0
         self.replay_frames = 0
         self.replay_marks = 0
@@ -247,6 +256,10 @@ class Conn(asyncio.Protocol):
                 if j >= 0:
                     self._seq(_int_at(data, j + 6))
                 i = data.find(_HUB_META, i + 10)
+            i = data.find(_N_MARK)
+            while i >= 0:
+                self._number(_int_at(data, i + 3))
+                i = data.find(_N_MARK, i + 3)
             i = data.find(TS_MARK)
             if i >= 0:
                 rec = self.recorder
@@ -281,8 +294,21 @@ class Conn(asyncio.Protocol):
         elif seq <= last:
             self.duplicates += 1
         else:
-            self.gaps += seq - last - 1
+            if self.strict_seq:
+                self.gaps += seq - last - 1
+            else:
+                self.skipped += seq - last - 1
             self.last_seq = seq
+
+    def _number(self, n: int) -> None:
+        """The agent's own update number: 1, 2, 3... within each prompt turn."""
+        last = self.last_n
+        if last is not None and n != last + 1 and n != 1:
+            if n <= last:
+                self.number_duplicates += 1
+            else:
+                self.number_gaps += n - last - 1
+        self.last_n = n
 
     def attached_at(self, seq: int) -> None:
         """The attach response says the stream continues after ``seq``: check and go live.
