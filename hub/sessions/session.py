@@ -165,6 +165,8 @@ class Session:
         self.turn: Turn | None = None
         self.permissions: dict[str, PendingPermission] = {}
         self.elicitations: dict[str, ClientHandle] = {}
+        self._asked: dict[str, list[tuple[Any, anyio.Event]]] = {}
+        """Elicitations waiting for an answer, by the client asked."""
         self.lease_holder: ClientHandle | None = None
         self.lease_expires: float = 0.0
         self.closed = False
@@ -321,7 +323,8 @@ class Session:
         self._changed()
 
     def detach(self, client: ClientHandle, *, reason: str = "detached") -> None:
-        """Remove ``client``; its queued prompts are withdrawn, its permission copies too."""
+        """Remove ``client``; its queued prompts are withdrawn, its permission copies and the
+        elicitations it was asked too."""
         attachment = self.attached.pop(client.client_id, None)
         if attachment is None:
             return
@@ -329,6 +332,9 @@ class Session:
             request_id = pending.copies.pop(client.client_id, None)
             if request_id is not None:
                 client.withdraw(request_id)
+        for request_id, done in list(self._asked.get(client.client_id, ())):
+            client.withdraw(request_id)
+            done.set()  # answered `cancel`
         for entry in self.queue:
             if entry.client.client_id == client.client_id and not entry.withdrawn:
                 self._withdraw(entry)
@@ -1053,9 +1059,15 @@ class Session:
         request_id = target.request(
             "elicitation/create", {**params, "sessionId": self.id}, on_reply
         )
+        # Asked of one client: if it detaches, the question is withdrawn and the agent is
+        # answered `cancel` (the binding to that client is what ACP asks for).
+        asked = self._asked.setdefault(target.client_id, [])
+        entry = (request_id, done)
+        asked.append(entry)
         try:
             await done.wait()
         finally:
+            asked.remove(entry)
             if not done.is_set():
                 target.withdraw(request_id)
         return answer

@@ -817,6 +817,23 @@ async def test_elicitation_goes_to_the_prompts_sender_only() -> None:
         assert not elicitations(approver)
 
 
+async def test_an_elicitation_is_withdrawn_when_its_client_detaches() -> None:
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url, 2, name="owner") as owner,
+        acp_client(hub.url, 2, role="driver", name="asked") as asked,
+    ):
+        sid = await owner.new_session()
+        await resume(asked, sid)
+        await asked.prompt(sid, "elicit")
+        await asked.wait_for(lambda: bool(elicitations(asked)))
+        request_id = elicitations(asked)[-1]["id"]
+        await asked.call("session/detach", {"sessionId": sid})
+        await asked.wait_for(lambda: request_id in asked.cancelled)
+        await owner.wait_for(lambda: owner.idle_count(sid) >= 1)
+        assert texts(owner, sid, "elicit:")[-1] == "elicit: cancel"
+
+
 def presence(client: AcpClient, sid: str) -> list[dict[str, Any]]:
     return hub_updates(client, sid, "_hub_presence")
 
