@@ -76,6 +76,50 @@ function patchInto(target, patch, skip) {
 const TOOL_SKIP = new Set(['sessionUpdate', 'toolCallId']);
 
 export class SessionModel {
+  // The state clear() sets, declared here so that its types are known.
+  /** @type {TimelineEntry[]} */
+  timeline;
+  /** @type {Map<string, Message>} */
+  messages;
+  /** @type {Map<string, ToolCall>} */
+  tools;
+  /** @type {Map<string, Terminal>} */
+  terminals;
+  /** @type {Map<string, Plan>} */
+  plans;
+  /** @type {Map<string, PermissionRecord>} */
+  permissions;
+  /** @type {Map<string, {clientId?: string, name?: string}>} sender of each user message */
+  prompts;
+  /** @type {Set<string>} terminals shown inside a tool call */
+  terminalRefs;
+  /** @type {any[]} */
+  configOptions;
+  /** @type {any[]} */
+  commands;
+  /** @type {{title?: string | null, updatedAt?: string | null}} */
+  info;
+  /** @type {any} */
+  usage;
+  /** @type {{state: string, stopReason?: string | null} | null} */
+  fg;
+  /** @type {any[]} */
+  presence;
+  /** @type {any[]} */
+  queue;
+  /** @type {any} */
+  agent;
+  /** @type {any} */
+  lease;
+  /** @type {any} */
+  policy;
+  /** @type {any} */
+  closed;
+  /** @type {Map<string, any>} latest update of each variant this model does not know */
+  other;
+  /** @type {number} */
+  updateCount;
+
   constructor() {
     /** @type {Set<string>} */
     this.dirty = new Set();
@@ -84,45 +128,25 @@ export class SessionModel {
 
   /** Forget everything (a `_hub_reset`, or a fresh start). */
   clear() {
-    /** @type {TimelineEntry[]} */
     this.timeline = [];
-    /** @type {Map<string, Message>} */
     this.messages = new Map();
-    /** @type {Map<string, ToolCall>} */
     this.tools = new Map();
-    /** @type {Map<string, Terminal>} */
     this.terminals = new Map();
-    /** @type {Map<string, Plan>} */
     this.plans = new Map();
-    /** @type {Map<string, PermissionRecord>} */
     this.permissions = new Map();
-    /** @type {Map<string, {clientId?: string, name?: string}>} sender of each user message */
     this.prompts = new Map();
-    /** @type {Set<string>} terminals shown inside a tool call */
     this.terminalRefs = new Set();
-    /** @type {any[]} */
     this.configOptions = [];
-    /** @type {any[]} */
     this.commands = [];
-    /** @type {{title?: string | null, updatedAt?: string | null}} */
     this.info = {};
-    /** @type {any} */
     this.usage = null;
-    /** @type {{state: string, stopReason?: string | null} | null} */
     this.fg = null;
-    /** @type {any[]} */
     this.presence = [];
-    /** @type {any[]} */
     this.queue = [];
-    /** @type {any} */
     this.agent = null;
-    /** @type {any} */
     this.lease = null;
-    /** @type {any} */
     this.policy = null;
-    /** @type {any} */
     this.closed = null;
-    /** @type {Map<string, any>} latest update of each variant this model does not know */
     this.other = new Map();
     this.updateCount = 0;
     this.dirty.clear();
@@ -146,7 +170,7 @@ export class SessionModel {
   apply(update) {
     if (!update || typeof update !== 'object' || typeof update.sessionUpdate !== 'string') return;
     this.updateCount += 1;
-    const kind = update.sessionUpdate;
+    const kind = /** @type {string} */ (update.sessionUpdate);
     switch (kind) {
       case 'user_message_chunk':
       case 'agent_message_chunk':

@@ -20,6 +20,8 @@ import { renderMarkdown, safeUrl } from './markdown.js';
 /** @typedef {import('./fold.js').SessionModel} SessionModel */
 /** @typedef {import('./rpc.js').ConnectionStatus} ConnectionStatus */
 
+/** @typedef {{box: HTMLElement, body: HTMLElement}} Panel */
+
 /**
  * @typedef {{
  *   prompt: (text: string) => Promise<void>,
@@ -178,6 +180,60 @@ function terminalText(terminal) {
 }
 
 export class SessionView {
+  // The page parts build() makes, declared here so that their types are known.
+  /** @type {HTMLElement} */
+  header;
+  /** @type {HTMLElement} */
+  title;
+  /** @type {HTMLElement} */
+  connection;
+  /** @type {HTMLElement} */
+  stateBadge;
+  /** @type {HTMLElement} */
+  main;
+  /** @type {HTMLElement} */
+  timeline;
+  /** @type {HTMLButtonElement} */
+  earlier;
+  /** @type {HTMLElement} */
+  empty;
+  /** @type {HTMLElement} */
+  entries;
+  /** @type {HTMLElement} */
+  aside;
+  /** @type {Panel} */
+  statePanel;
+  /** @type {Panel} */
+  presencePanel;
+  /** @type {Panel} */
+  queuePanel;
+  /** @type {Panel} */
+  configPanel;
+  /** @type {Panel} */
+  usagePanel;
+  /** @type {Panel} */
+  planPanel;
+  /** @type {Panel} */
+  permissionsPanel;
+  /** @type {Panel} */
+  commandsPanel;
+  /** @type {HTMLElement} */
+  dock;
+  /** @type {HTMLElement} */
+  dialogs;
+  /** @type {HTMLFormElement} */
+  composer;
+  /** @type {HTMLTextAreaElement} */
+  input;
+  /** @type {HTMLButtonElement} */
+  sendButton;
+  /** @type {HTMLButtonElement} */
+  cancelButton;
+  /** @type {HTMLElement} */
+  composerError;
+  /** @type {HTMLElement} */
+  announcer;
+
   /**
    * @param {HTMLElement} root
    * @param {SessionModel} model
@@ -311,7 +367,7 @@ export class SessionView {
 
   /**
    * @param {string} name
-   * @returns {{box: HTMLElement, body: HTMLElement}}
+   * @returns {Panel}
    */
   panel(name) {
     const box = el('section', `panel panel-${name.toLowerCase()}`);
