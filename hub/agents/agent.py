@@ -73,7 +73,8 @@ from hub.protocol.errors import (
     resource_not_found,
 )
 from hub.protocol.framing import DEFAULT_MAX_LINE
-from hub.protocol.state import REMOVED_VARIANTS, SessionState
+from hub.protocol.state import REMOVED_VARIANTS
+from hub.protocol.state import check as check_update
 from hub.protocol.translate import (
     AgentV1Translator,
     capabilities_v1_to_v2,
@@ -1065,22 +1066,20 @@ class Agent:
     def _check_v2(
         self, live: _Live, entry: _Session, update: dict[str, Any], variant: str
     ) -> list[dict[str, Any]]:
-        if _plain_text_chunk(update, variant):
-            return [update]  # the bulk of any stream: checked here without the general fold
-        try:
-            SessionState().apply(update)  # validation only: raises before changing anything
-            return [update]
-        except InvalidParams as exc:
-            problem = exc
-        looks_v1 = variant in REMOVED_VARIANTS or (
-            variant in _CHUNKS and update.get("messageId") is None
-        )
-        if looks_v1:
+        # A removed v2 name, or a chunk without a message id, is a v1 habit (and never valid
+        # v2): translated. Anything else is checked as the session's fold will check it.
+        if variant in REMOVED_VARIANTS or (variant in _CHUNKS and update.get("messageId") is None):
             self._note_v1(live, f"it sent a v1 {variant} update")
             if entry.translator is None:
                 entry.translator = AgentV1Translator()
             try:
                 return entry.translator.update(update)
+            except InvalidParams as exc:
+                problem = exc
+        else:
+            try:
+                check_update(update)
+                return [update]
             except InvalidParams as exc:
                 problem = exc
         logger.warning("! agent %s: malformed %s update dropped: %s", self.name, variant, problem)
@@ -1172,20 +1171,6 @@ class Agent:
             logger.warning("! agent %s: elicitation answer %r refused: cancel", self.name, result)
             return {"action": "cancel"}
         return result
-
-
-def _plain_text_chunk(update: dict[str, Any], variant: str) -> bool:
-    """A well-formed v2 message chunk carrying a text block (what ``SessionState`` accepts)."""
-    if variant not in _CHUNKS or not isinstance(update.get("messageId"), str):
-        return False
-    content = update.get("content")
-    meta = update.get("_meta")
-    return (
-        isinstance(content, dict)
-        and content.get("type") == "text"
-        and isinstance(content.get("text"), str)
-        and (meta is None or isinstance(meta, dict))
-    )
 
 
 def _describe(code: int | None, sig: str | None) -> str:

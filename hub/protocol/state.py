@@ -9,8 +9,10 @@ Theory of operation
 replace. "Cleared" and "never set" are the same state, and for collections ``[]`` is the
 same as ``null``, so two streams that mean the same thing fold to equal snapshots.
 
-Every handler validates the whole payload before it touches the state: a malformed payload
-of a known variant raises ``InvalidParams`` and changes nothing. The removed v2 names
+Every known variant has a check and a fold (``_VARIANTS``): the check validates the whole
+payload before the fold touches the state, so a malformed payload of a known variant raises
+``InvalidParams`` and changes nothing. ``check(update)`` runs the check alone, for a caller
+that must refuse an update without folding it. The removed v2 names
 (``tool_call``, ``plan``, ``current_mode_update``) are rejected too: the v2 schema lets them
 through as unknown variants, but they must have been translated before they get here.
 Unknown variants are kept verbatim, the latest per name.
@@ -43,7 +45,7 @@ from typing import Any, Final, NoReturn, TypeGuard
 
 from hub.protocol.errors import InvalidParams
 
-__all__ = ["REMOVED_VARIANTS", "SessionState"]
+__all__ = ["REMOVED_VARIANTS", "SessionState", "check"]
 
 #: v1 names that must have been translated before they reach a v2 fold.
 REMOVED_VARIANTS: Final = frozenset({"tool_call", "plan", "current_mode_update"})
@@ -317,14 +319,11 @@ class SessionState:
         ``sessionUpdate``, uses a removed v2 name, or is a malformed known variant; the
         state is then unchanged. Unknown variants are kept (the latest one per name).
         """
-        if not isinstance(update, Mapping):
-            raise InvalidParams("a session update must be an object")
-        variant = update.get("sessionUpdate")
-        if not isinstance(variant, str):
-            raise InvalidParams("a session update needs a string 'sessionUpdate'")
-        handler = _HANDLERS.get(variant)
+        variant = _variant(update)
+        handler = _VARIANTS.get(variant)
         if handler is not None:
-            handler(self, variant, update)
+            check_variant, fold = handler
+            fold(self, variant, update, check_variant(variant, update))
         elif variant in REMOVED_VARIANTS:
             _fail(variant, "removed in ACP v2; it must be translated before folding")
         else:
@@ -361,39 +360,21 @@ class SessionState:
             terminal = self._terminals[terminal_id] = _Terminal()
         return terminal
 
-    def _on_message_chunk(self, variant: str, update: Mapping[str, Any]) -> None:
-        message_id = _require_str(update, "messageId", variant)
-        _check_block(update.get("content"), variant)
-        _check_meta(update, variant)
-        # The chunk's own `_meta` is scoped to the chunk (DIGEST 1.3): nothing to keep.
-        self._message(message_id, _MESSAGE_KIND[variant]).append(update["content"])
+    # Each fold runs after its variant's check (``_VARIANTS``) passed; ``checked`` is what the
+    # check derived (decoded terminal bytes), else ``None``.
 
-    def _on_message(self, variant: str, update: Mapping[str, Any]) -> None:
-        message_id = _require_str(update, "messageId", variant)
-        content = update.get("content")
-        if content is not None:
-            for block in _check_list(content, variant, "content"):
-                _check_block(block, variant)
-        _check_meta(update, variant)
-        message = self._message(message_id, variant)
+    def _fold_message_chunk(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
+        # The chunk's own `_meta` is scoped to the chunk (DIGEST 1.3): nothing to keep.
+        self._message(update["messageId"], _MESSAGE_KIND[variant]).append(update["content"])
+
+    def _fold_message(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
+        message = self._message(update["messageId"], variant)
         if "content" in update:
-            message.replace(content)
+            message.replace(update["content"])
         _patch(message.fields, update, frozenset({"sessionUpdate", "messageId", "content"}))
 
-    def _on_tool_call_update(self, variant: str, update: Mapping[str, Any]) -> None:
-        tool_call_id = _require_str(update, "toolCallId", variant)
-        for key in ("title", "kind", "status"):
-            _optional(update, key, str, variant)
-        content = update.get("content")
-        if content is not None:
-            for item in _check_list(content, variant, "content"):
-                _check_tool_content(item, variant)
-        locations = update.get("locations")
-        if locations is not None:
-            for location in _check_list(locations, variant, "locations"):
-                _check_location(location, variant)
-        _check_meta(update, variant)
-        fields = self._tool_call(tool_call_id).fields
+    def _fold_tool_call_update(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
+        fields = self._tool_call(update["toolCallId"]).fields
         _patch(fields, update, frozenset({"sessionUpdate", "toolCallId"}))
         for key in _COLLECTIONS:
             value = update.get(key)
@@ -403,139 +384,70 @@ class SessionState:
                 else:
                     del fields[key]  # `[]` clears, like `null`
 
-    def _on_tool_call_content_chunk(self, variant: str, update: Mapping[str, Any]) -> None:
-        tool_call_id = _require_str(update, "toolCallId", variant)
-        _check_tool_content(update.get("content"), variant)
-        _check_meta(update, variant)
-        fields = self._tool_call(tool_call_id).fields
+    def _fold_tool_call_content_chunk(
+        self, variant: str, update: Mapping[str, Any], checked: Any
+    ) -> None:
+        fields = self._tool_call(update["toolCallId"]).fields
         fields.setdefault("content", []).append(update["content"])
 
-    def _on_terminal_update(self, variant: str, update: Mapping[str, Any]) -> None:
-        terminal_id = _require_str(update, "terminalId", variant)
-        for key in ("command", "cwd"):
-            _optional(update, key, str, variant)
-        _optional(update, "exitStatus", Mapping, variant)
-        exit_status = update.get("exitStatus")
-        if exit_status is not None:
-            code = exit_status.get("exitCode")
-            if code is not None and not (_is_int(code) and code >= 0):
-                _fail(variant, "'exitStatus.exitCode' must be a non-negative integer")
-            _optional(exit_status, "signal", str, variant)
-        output = update.get("output")
-        data: bytes | None = None
-        if output is not None:
-            if not isinstance(output, Mapping):
-                _fail(variant, "'output' must be an object")
-            data = _decode_base64(output.get("data"), variant)
-        _check_meta(update, variant)
-        terminal = self._terminal(terminal_id)
+    def _fold_terminal_update(self, variant: str, update: Mapping[str, Any], data: Any) -> None:
+        terminal = self._terminal(update["terminalId"])
         _patch(terminal.fields, update, frozenset({"sessionUpdate", "terminalId", "output"}))
         if "output" in update:
             # A replacement snapshot, never merged with what came before.
             terminal.output = bytearray(data or b"")
 
-    def _on_terminal_output_chunk(self, variant: str, update: Mapping[str, Any]) -> None:
-        terminal_id = _require_str(update, "terminalId", variant)
-        data = _decode_base64(update.get("data"), variant)
-        _check_meta(update, variant)
-        self._terminal(terminal_id).output += data
+    def _fold_terminal_output_chunk(
+        self, variant: str, update: Mapping[str, Any], data: Any
+    ) -> None:
+        self._terminal(update["terminalId"]).output += data
 
-    def _on_plan_update(self, variant: str, update: Mapping[str, Any]) -> None:
-        plan = update.get("plan")
-        if not isinstance(plan, Mapping):
-            _fail(variant, "'plan' must be an object")
-        kind = _require_str(plan, "type", variant)
-        plan_id = _require_str(plan, "planId", variant)
-        if kind in _UNSTABLE_PLAN_TYPES:
-            _fail(variant, f"plan type '{kind}' is not part of stable ACP v2")
-        if kind == "items":
-            for entry in _check_list(plan.get("entries"), variant, "entries"):
-                if not isinstance(entry, Mapping) or not all(
-                    isinstance(entry.get(key), str) for key in ("content", "priority", "status")
-                ):
-                    _fail(variant, "a plan entry needs string 'content', 'priority' and 'status'")
-        _check_meta(update, variant)
-        self._plans[plan_id] = _payload(update)
+    def _fold_plan_update(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
+        self._plans[update["plan"]["planId"]] = _payload(update)
 
-    def _on_available_commands_update(self, variant: str, update: Mapping[str, Any]) -> None:
-        for command in _check_list(update.get("availableCommands"), variant, "availableCommands"):
-            if not isinstance(command, Mapping) or not (
-                isinstance(command.get("name"), str) and isinstance(command.get("description"), str)
-            ):
-                _fail(variant, "a command needs string 'name' and 'description'")
-            _optional(command, "input", Mapping, variant)
-        _check_meta(update, variant)
+    def _fold_available_commands_update(
+        self, variant: str, update: Mapping[str, Any], checked: Any
+    ) -> None:
         self._commands = _payload(update)
 
-    def _on_config_option_update(self, variant: str, update: Mapping[str, Any]) -> None:
-        for option in _check_list(update.get("configOptions"), variant, "configOptions"):
-            if not isinstance(option, Mapping) or not all(
-                isinstance(option.get(key), str) for key in ("configId", "name", "type")
-            ):
-                _fail(variant, "a config option needs string 'configId', 'name' and 'type'")
-        _check_meta(update, variant)
+    def _fold_config_option_update(
+        self, variant: str, update: Mapping[str, Any], checked: Any
+    ) -> None:
         self._config = _payload(update)
 
-    def _on_session_info_update(self, variant: str, update: Mapping[str, Any]) -> None:
-        _optional(update, "title", str, variant)
-        _optional(update, "updatedAt", str, variant)
-        _check_meta(update, variant)
+    def _fold_session_info_update(
+        self, variant: str, update: Mapping[str, Any], checked: Any
+    ) -> None:
         _patch(self._info, update, frozenset({"sessionUpdate"}))
 
-    def _on_usage_update(self, variant: str, update: Mapping[str, Any]) -> None:
-        for key in ("used", "size"):
-            value = update.get(key)
-            if not (_is_int(value) and value >= 0):
-                _fail(variant, f"'{key}' must be a non-negative integer")
-        cost = update.get("cost")
-        if cost is not None:
-            if not isinstance(cost, Mapping):
-                _fail(variant, "'cost' must be an object")
-            amount = cost.get("amount")
-            if isinstance(amount, bool) or not isinstance(amount, int | float):
-                _fail(variant, "'cost.amount' must be a number")
-            _require_str(cost, "currency", variant)
-        _check_meta(update, variant)
+    def _fold_usage_update(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
         self._usage = _payload(update)
 
-    def _on_state_update(self, variant: str, update: Mapping[str, Any]) -> None:
-        _require_str(update, "state", variant)
-        _optional(update, "stopReason", str, variant)
-        _check_meta(update, variant)
+    def _fold_state_update(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
         self._state = _payload(update)
 
     # -- the hub's own variants (docs/internals.md) ------------------------------------------
 
-    def _on_hub_snapshot(self, variant: str, update: Mapping[str, Any]) -> None:
-        _HUB_CHECKS[variant](variant, update)
+    def _fold_hub_snapshot(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
         self._hub[variant] = _payload(update)
 
-    def _on_hub_prompt(self, variant: str, update: Mapping[str, Any]) -> None:
-        message_id = _require_str(update, "messageId", variant)
-        _require_str(update, "clientId", variant)
-        _optional(update, "name", str, variant)
-        self._prompts[message_id] = _payload(update)
+    def _fold_hub_prompt(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
+        self._prompts[update["messageId"]] = _payload(update)
 
-    def _on_hub_permission(self, variant: str, update: Mapping[str, Any]) -> None:
-        permission_id = _require_str(update, "permissionId", variant)
-        status = _require_str(update, "status", variant)
-        if status not in _PERMISSION_STATUSES:
-            _fail(variant, f"unknown permission status '{status}'")
-        for key in ("request", "resolvedBy", "outcome"):
-            _optional(update, key, Mapping, variant)
+    def _fold_hub_permission(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
+        permission_id = update["permissionId"]
         # Fields merge and `status` replaces.
         merged = {**self._permissions.get(permission_id, {}), **_payload(update)}
-        if status == "pending" and merged.get("request") is None:
+        if update["status"] == "pending" and merged.get("request") is None:
+            # The one rule that depends on the state: a `pending` update may leave out the
+            # request only when the record already holds one.
             _fail(variant, "a pending permission needs its 'request'")
         # The request's tool-call subject is not folded into the tool calls here: replaying
         # the record at the end of a compaction would undo later tool-call updates, so the
         # session layer emits that upsert as an ordinary `tool_call_update`.
         self._permissions[permission_id] = merged
 
-    def _on_hub_reset(self, variant: str, update: Mapping[str, Any]) -> None:
-        _require_str(update, "reason", variant)
-        if not _is_int(update.get("epoch")):
-            _fail(variant, "'epoch' must be an integer")
+    def _fold_hub_reset(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
         self._reset()
 
     # -- views ------------------------------------------------------------------------------
@@ -668,6 +580,164 @@ def _copy(payload: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if payload is None else dict(payload)
 
 
+# --- the check of each known variant ----------------------------------------------------------
+# A check validates the whole payload and raises ``InvalidParams`` before the fold touches
+# anything; it returns what the fold needs beyond the update (decoded bytes), else ``None``.
+
+
+def check(update: Mapping[str, Any]) -> None:
+    """Validate ``update`` as ``SessionState.apply`` would, without folding it anywhere.
+
+    Raises ``InvalidParams`` for what ``apply`` refuses: not an object, no string
+    ``sessionUpdate``, a removed v2 name, a malformed known variant. The one state-dependent
+    rule is left to ``apply``: a ``pending`` ``_hub_permission`` update without a ``request``
+    is accepted here (it is valid when the record already holds one).
+    """
+    variant = _variant(update)
+    handler = _VARIANTS.get(variant)
+    if handler is not None:
+        handler[0](variant, update)
+    elif variant in REMOVED_VARIANTS:
+        _fail(variant, "removed in ACP v2; it must be translated before folding")
+
+
+def _variant(update: Mapping[str, Any]) -> str:
+    if not isinstance(update, Mapping):
+        raise InvalidParams("a session update must be an object")
+    variant = update.get("sessionUpdate")
+    if not isinstance(variant, str):
+        raise InvalidParams("a session update needs a string 'sessionUpdate'")
+    return variant
+
+
+def _check_message_chunk(variant: str, update: Mapping[str, Any]) -> None:
+    _require_str(update, "messageId", variant)
+    _check_block(update.get("content"), variant)
+    _check_meta(update, variant)
+
+
+def _check_message(variant: str, update: Mapping[str, Any]) -> None:
+    _require_str(update, "messageId", variant)
+    content = update.get("content")
+    if content is not None:
+        for block in _check_list(content, variant, "content"):
+            _check_block(block, variant)
+    _check_meta(update, variant)
+
+
+def _check_tool_call_update(variant: str, update: Mapping[str, Any]) -> None:
+    _require_str(update, "toolCallId", variant)
+    for key in ("title", "kind", "status"):
+        _optional(update, key, str, variant)
+    content = update.get("content")
+    if content is not None:
+        for item in _check_list(content, variant, "content"):
+            _check_tool_content(item, variant)
+    locations = update.get("locations")
+    if locations is not None:
+        for location in _check_list(locations, variant, "locations"):
+            _check_location(location, variant)
+    _check_meta(update, variant)
+
+
+def _check_tool_call_content_chunk(variant: str, update: Mapping[str, Any]) -> None:
+    _require_str(update, "toolCallId", variant)
+    _check_tool_content(update.get("content"), variant)
+    _check_meta(update, variant)
+
+
+def _check_terminal_update(variant: str, update: Mapping[str, Any]) -> bytes | None:
+    _require_str(update, "terminalId", variant)
+    for key in ("command", "cwd"):
+        _optional(update, key, str, variant)
+    _optional(update, "exitStatus", Mapping, variant)
+    exit_status = update.get("exitStatus")
+    if exit_status is not None:
+        code = exit_status.get("exitCode")
+        if code is not None and not (_is_int(code) and code >= 0):
+            _fail(variant, "'exitStatus.exitCode' must be a non-negative integer")
+        _optional(exit_status, "signal", str, variant)
+    output = update.get("output")
+    data: bytes | None = None
+    if output is not None:
+        if not isinstance(output, Mapping):
+            _fail(variant, "'output' must be an object")
+        data = _decode_base64(output.get("data"), variant)
+    _check_meta(update, variant)
+    return data
+
+
+def _check_terminal_output_chunk(variant: str, update: Mapping[str, Any]) -> bytes:
+    _require_str(update, "terminalId", variant)
+    data = _decode_base64(update.get("data"), variant)
+    _check_meta(update, variant)
+    return data
+
+
+def _check_plan_update(variant: str, update: Mapping[str, Any]) -> None:
+    plan = update.get("plan")
+    if not isinstance(plan, Mapping):
+        _fail(variant, "'plan' must be an object")
+    kind = _require_str(plan, "type", variant)
+    _require_str(plan, "planId", variant)
+    if kind in _UNSTABLE_PLAN_TYPES:
+        _fail(variant, f"plan type '{kind}' is not part of stable ACP v2")
+    if kind == "items":
+        for entry in _check_list(plan.get("entries"), variant, "entries"):
+            if not isinstance(entry, Mapping) or not all(
+                isinstance(entry.get(key), str) for key in ("content", "priority", "status")
+            ):
+                _fail(variant, "a plan entry needs string 'content', 'priority' and 'status'")
+    _check_meta(update, variant)
+
+
+def _check_available_commands_update(variant: str, update: Mapping[str, Any]) -> None:
+    for command in _check_list(update.get("availableCommands"), variant, "availableCommands"):
+        if not isinstance(command, Mapping) or not (
+            isinstance(command.get("name"), str) and isinstance(command.get("description"), str)
+        ):
+            _fail(variant, "a command needs string 'name' and 'description'")
+        _optional(command, "input", Mapping, variant)
+    _check_meta(update, variant)
+
+
+def _check_config_option_update(variant: str, update: Mapping[str, Any]) -> None:
+    for option in _check_list(update.get("configOptions"), variant, "configOptions"):
+        if not isinstance(option, Mapping) or not all(
+            isinstance(option.get(key), str) for key in ("configId", "name", "type")
+        ):
+            _fail(variant, "a config option needs string 'configId', 'name' and 'type'")
+    _check_meta(update, variant)
+
+
+def _check_session_info_update(variant: str, update: Mapping[str, Any]) -> None:
+    _optional(update, "title", str, variant)
+    _optional(update, "updatedAt", str, variant)
+    _check_meta(update, variant)
+
+
+def _check_usage_update(variant: str, update: Mapping[str, Any]) -> None:
+    for key in ("used", "size"):
+        value = update.get(key)
+        if not (_is_int(value) and value >= 0):
+            _fail(variant, f"'{key}' must be a non-negative integer")
+    cost = update.get("cost")
+    if cost is not None:
+        if not isinstance(cost, Mapping):
+            _fail(variant, "'cost' must be an object")
+        amount = cost.get("amount")
+        if isinstance(amount, bool) or not isinstance(amount, int | float):
+            _fail(variant, "'cost.amount' must be a number")
+        _require_str(cost, "currency", variant)
+    _check_meta(update, variant)
+
+
+def _check_state_update(variant: str, update: Mapping[str, Any]) -> None:
+    _require_str(update, "state", variant)
+    _optional(update, "stopReason", str, variant)
+    _check_meta(update, variant)
+
+
 def _check_presence(variant: str, update: Mapping[str, Any]) -> None:
     for client in _check_list(update.get("clients"), variant, "clients"):
         if not isinstance(client, Mapping) or not isinstance(client.get("clientId"), str):
@@ -710,7 +780,32 @@ def _check_policy(variant: str, update: Mapping[str, Any]) -> None:
         _fail(variant, f"'permission' must be one of {sorted(_PERMISSION_POLICIES)}")
 
 
-_HUB_CHECKS: Final[dict[str, Callable[[str, Mapping[str, Any]], None]]] = {
+def _check_hub_prompt(variant: str, update: Mapping[str, Any]) -> None:
+    _require_str(update, "messageId", variant)
+    _require_str(update, "clientId", variant)
+    _optional(update, "name", str, variant)
+
+
+def _check_hub_permission(variant: str, update: Mapping[str, Any]) -> None:
+    _require_str(update, "permissionId", variant)
+    status = _require_str(update, "status", variant)
+    if status not in _PERMISSION_STATUSES:
+        _fail(variant, f"unknown permission status '{status}'")
+    for key in ("request", "resolvedBy", "outcome"):
+        _optional(update, key, Mapping, variant)
+
+
+def _check_hub_reset(variant: str, update: Mapping[str, Any]) -> None:
+    _require_str(update, "reason", variant)
+    if not _is_int(update.get("epoch")):
+        _fail(variant, "'epoch' must be an integer")
+
+
+_Check = Callable[[str, Mapping[str, Any]], Any]
+_Fold = Callable[[SessionState, str, Mapping[str, Any], Any], None]
+
+# The hub's snapshot variants: each replaces the previous one of its name.
+_HUB_SNAPSHOTS: Final[dict[str, _Check]] = {
     "_hub_presence": _check_presence,
     "_hub_queue": _check_queue,
     "_hub_agent": _check_agent,
@@ -718,23 +813,26 @@ _HUB_CHECKS: Final[dict[str, Callable[[str, Mapping[str, Any]], None]]] = {
     "_hub_policy": _check_policy,
 }
 
-_Handler = Callable[[SessionState, str, Mapping[str, Any]], None]
-
-_HANDLERS: Final[dict[str, _Handler]] = {
-    **dict.fromkeys(_MESSAGE_KIND, SessionState._on_message_chunk),
-    **dict.fromkeys(_MESSAGE_UPDATES, SessionState._on_message),
-    "tool_call_update": SessionState._on_tool_call_update,
-    "tool_call_content_chunk": SessionState._on_tool_call_content_chunk,
-    "terminal_update": SessionState._on_terminal_update,
-    "terminal_output_chunk": SessionState._on_terminal_output_chunk,
-    "plan_update": SessionState._on_plan_update,
-    "available_commands_update": SessionState._on_available_commands_update,
-    "config_option_update": SessionState._on_config_option_update,
-    "session_info_update": SessionState._on_session_info_update,
-    "usage_update": SessionState._on_usage_update,
-    "state_update": SessionState._on_state_update,
-    **dict.fromkeys(_HUB_CHECKS, SessionState._on_hub_snapshot),
-    "_hub_prompt": SessionState._on_hub_prompt,
-    "_hub_permission": SessionState._on_hub_permission,
-    "_hub_reset": SessionState._on_hub_reset,
+_S = SessionState
+_VARIANTS: Final[dict[str, tuple[_Check, _Fold]]] = {
+    **dict.fromkeys(_MESSAGE_KIND, (_check_message_chunk, _S._fold_message_chunk)),
+    **dict.fromkeys(_MESSAGE_UPDATES, (_check_message, _S._fold_message)),
+    "tool_call_update": (_check_tool_call_update, _S._fold_tool_call_update),
+    "tool_call_content_chunk": (_check_tool_call_content_chunk, _S._fold_tool_call_content_chunk),
+    "terminal_update": (_check_terminal_update, _S._fold_terminal_update),
+    "terminal_output_chunk": (_check_terminal_output_chunk, _S._fold_terminal_output_chunk),
+    "plan_update": (_check_plan_update, _S._fold_plan_update),
+    "available_commands_update": (
+        _check_available_commands_update,
+        _S._fold_available_commands_update,
+    ),
+    "config_option_update": (_check_config_option_update, _S._fold_config_option_update),
+    "session_info_update": (_check_session_info_update, _S._fold_session_info_update),
+    "usage_update": (_check_usage_update, _S._fold_usage_update),
+    "state_update": (_check_state_update, _S._fold_state_update),
+    **{name: (check_hub, _S._fold_hub_snapshot) for name, check_hub in _HUB_SNAPSHOTS.items()},
+    "_hub_prompt": (_check_hub_prompt, _S._fold_hub_prompt),
+    "_hub_permission": (_check_hub_permission, _S._fold_hub_permission),
+    "_hub_reset": (_check_hub_reset, _S._fold_hub_reset),
 }
+"""Every known variant: its check, then its fold."""
