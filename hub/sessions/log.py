@@ -28,29 +28,33 @@ def new_epoch() -> EpochT:
 class Event:
     """One entry of the log.
 
-    ``v2`` is the encoded ``session/update`` notification for v2 clients; ``v1`` the frames for
-    v1 clients (none, one or several: a v2 update may need several v1 updates, or none); all
-    frames of one event carry the event's ``seq``. ``hub`` marks the hub's own ``_hub_*``
-    events (v1 clients receive them only when they opted in). ``origin`` is the client id of
-    the connection that caused the event, when there is one (used to spare a v1 client the
-    echo of its own prompt).
+    ``v2`` is the encoded ``session/update`` notification for v2 clients. v1 clients get
+    ``v1_hub`` when they opted in to the hub's events, else ``v1`` (none, one or several
+    frames: a v2 update may need several v1 updates, or none). The two differ in two cases:
+    the hub's own ``_hub_*`` events (only in ``v1_hub``), and updates that have no v1
+    rendering, which ``v1_hub`` carries wrapped as ``_hub_v2`` so that the seqs a client
+    sees stay contiguous. All frames of one event carry the event's ``seq``. ``origin`` is
+    the client id of the connection that caused the event, when there is one (used to spare
+    a v1 client the echo of its own prompt).
     """
 
     seq: int
     update: dict[str, Any]
     v2: bytes
     v1: tuple[bytes, ...]
-    hub: bool = False
+    v1_hub: tuple[bytes, ...]
     origin: str | None = None
-    v1_wrapped: bytes | None = None
-    """For v1 clients that opted in to hub events: the update as ``_hub_v2`` when it has no
-    v1 rendering (``v1`` is empty)."""
     size: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.size = len(self.v2) + sum(len(f) for f in self.v1) + 64
-        if self.v1_wrapped is not None:
-            self.size += len(self.v1_wrapped)
+        # `v1` is either empty or the same frames as `v1_hub`.
+        self.size = len(self.v2) + sum(len(f) for f in self.v1_hub) + 64
+
+    def for_v1(self, client_id: str, hub_events: bool) -> tuple[bytes, ...]:
+        """The frames a v1 client receives of this event."""
+        if self.origin == client_id:
+            return ()  # a v1 client renders its own prompt itself
+        return self.v1_hub if hub_events else self.v1
 
 
 class EventLog:

@@ -88,6 +88,17 @@ class Attachment:
     role: str
     via_attach: bool = False
     """Attached with ``session/attach`` (the multi-client proposal): gets its notices."""
+    # What the fan-out reads for every event, taken from the client once.
+    client_id: str = field(init=False)
+    v2: bool = field(init=False)
+    hub_events: bool = field(init=False)
+    push: Callable[[bytes], bool] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.client_id = self.client.client_id
+        self.v2 = self.client.version >= 2
+        self.hub_events = self.client.hub_events
+        self.push = self.client.outbox.push
 
 
 @dataclass(slots=True)
@@ -213,39 +224,30 @@ class Session:
             v1_updates = []
         v1 = tuple(self._frame(u, meta) for u in v1_updates)
         variant = update.get("sessionUpdate")
-        is_hub = isinstance(variant, str) and variant.startswith("_hub_")
-        # v1 clients that asked for the hub's events get the updates v1 cannot express wrapped
-        # in `_hub_v2`, so that their seqs stay contiguous too.
-        wrapped = None
-        if not v1 and not is_hub:
-            wrapped = self._frame({"sessionUpdate": "_hub_v2", "update": update}, meta)
+        if isinstance(variant, str) and variant.startswith("_hub_"):
+            v1_hub, v1 = v1, ()
+        elif not v1:
+            # v1 clients that asked for the hub's events get the updates v1 cannot express
+            # wrapped in `_hub_v2`, so that their seqs stay contiguous too.
+            v1_hub = (self._frame({"sessionUpdate": "_hub_v2", "update": update}, meta),)
+        else:
+            v1_hub = v1
         event = Event(
             seq,
             update,
             v2,
             v1,
-            hub=is_hub,
+            v1_hub,
             origin=origin if variant in USER_MESSAGE_VARIANTS else None,
-            v1_wrapped=wrapped,
         )
         self.log.append(event)
         for attachment in tuple(self.attached.values()):
-            self._deliver(attachment.client, event)
+            if attachment.v2:
+                attachment.push(v2)
+            else:
+                for frame in event.for_v1(attachment.client_id, attachment.hub_events):
+                    attachment.push(frame)
         return event
-
-    @staticmethod
-    def _deliver(client: ClientHandle, event: Event) -> None:
-        if client.version >= 2:
-            client.outbox.push(event.v2)
-            return
-        if event.hub and not client.hub_events:
-            return
-        if event.origin is not None and event.origin == client.client_id:
-            return  # a v1 client renders its own prompt itself
-        for frame in event.v1:
-            client.outbox.push(frame)
-        if event.v1_wrapped is not None and client.hub_events:
-            client.outbox.push(event.v1_wrapped)
 
     # -- attaching ---------------------------------------------------------------------------
 
@@ -430,13 +432,11 @@ class Session:
 
     def _event_frames(self, client: ClientHandle, events: list[Event]) -> list[bytes]:
         frames: list[bytes] = []
-        for event in events:
-            if client.version >= 2:
-                frames.append(event.v2)
-            elif not (event.hub and not client.hub_events) and event.origin != client.client_id:
-                frames.extend(event.v1)
-                if event.v1_wrapped is not None and client.hub_events:
-                    frames.append(event.v1_wrapped)
+        if client.version >= 2:
+            frames = [event.v2 for event in events]
+        else:
+            for event in events:
+                frames.extend(event.for_v1(client.client_id, client.hub_events))
         return self._pages(client, frames)
 
     # -- the agent's side (SessionSink) ------------------------------------------------------
