@@ -27,22 +27,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import orjson
 
 from hub.agents.errors import AgentError
 from hub.protocol import jsonrpc
 from hub.protocol.compact import compact
 from hub.protocol.errors import (
-    FORBIDDEN,
+    AGENT_UNAVAILABLE,
     NOT_LEASE_HOLDER,
     QUEUE_FULL,
+    REQUEST_CANCELLED,
     SESSION_BUSY,
     InvalidParams,
     ProtocolError,
     RpcError,
     forbidden,
     hub_error,
-    internal_error,
     invalid_params,
 )
 from hub.protocol.state import SessionState
@@ -54,7 +53,7 @@ from hub.protocol.translate import (
 from hub.sessions import arbiter
 from hub.sessions.client import ClientHandle
 from hub.sessions.log import Event, EventLog
-from hub.settings import Settings, role_rank
+from hub.settings import Settings
 
 if TYPE_CHECKING:
     from hub.agents.agent import Agent
@@ -478,7 +477,11 @@ class Session:
                 )
                 self._turn_ended(
                     None,
-                    hub_error(-32042, f"Agent '{self.agent.name}' {status} during the turn", event),
+                    hub_error(
+                        AGENT_UNAVAILABLE,
+                        f"Agent '{self.agent.name}' {status} during the turn",
+                        event,
+                    ),
                 )
         self._changed()
 
@@ -488,21 +491,24 @@ class Session:
 
     # -- prompts -----------------------------------------------------------------------------
 
-    def may(self, client: ClientHandle, needed: str) -> bool:
+    def role_of(self, client: ClientHandle) -> str:
+        """``client``'s role here: its attachment's (it may have attached with less than its
+        connection's role), else its connection's."""
         attachment = self.attached.get(client.client_id)
-        role = attachment.role if attachment is not None else client.role
-        return role_rank(role) >= role_rank(needed)
+        return attachment.role if attachment is not None else client.role
+
+    def may(self, client: ClientHandle, needed: str) -> bool:
+        return arbiter.allows(self.role_of(client), needed)
 
     def require(self, client: ClientHandle, needed: str, action: str) -> None:
         """Raise ``SessionFailure`` (FORBIDDEN) unless ``client`` has at least ``needed``."""
-        if not self.may(client, needed):
-            attachment = self.attached.get(client.client_id)
-            have = attachment.role if attachment is not None else client.role
+        have = self.role_of(client)
+        if not arbiter.allows(have, needed):
             raise SessionFailure(forbidden(needed, have, action))
 
     @property
     def busy(self) -> bool:
-        return self.turn is not None or self.state.foreground not in ("idle",)
+        return self.turn is not None or self.state.foreground != "idle"
 
     async def prompt(self, client: ClientHandle, blocks: list[Any]) -> dict[str, Any]:
         """Arbitrate a prompt from ``client`` (see ``docs/arbitration.md``).
@@ -516,7 +522,7 @@ class Session:
                 invalid_params("prompt must be a non-empty array of content blocks")
             )
         if self.prompt_policy == "lease":
-            self._expire_lease()
+            self.expire_lease()
         holder = self.lease_holder
         action = arbiter.prompt_action(
             self.prompt_policy,
@@ -655,23 +661,15 @@ class Session:
         self.require(client, "driver", "_hub/queue/withdraw")
         for entry in self.queue:
             if entry.queue_id == queue_id and not entry.withdrawn:
-                if entry.client.client_id != client.client_id and not self.may(client, "owner"):
-                    raise SessionFailure(
-                        forbidden(
-                            "owner",
-                            self.attached[client.client_id].role
-                            if client.client_id in self.attached
-                            else client.role,
-                            "withdrawing another client's prompt",
-                        )
-                    )
+                if entry.client.client_id != client.client_id:
+                    self.require(client, "owner", "withdrawing another client's prompt")
                 self._withdraw(entry)
                 return
         raise SessionFailure(invalid_params(f"no queued prompt {queue_id!r}"))
 
     def _withdraw(self, entry: QueuedPrompt) -> None:
         entry.withdrawn = True
-        entry.error = hub_error(-32800, "The queued prompt was withdrawn")
+        entry.error = RpcError(REQUEST_CANCELLED, "The queued prompt was withdrawn")
         entry.started.set()
         self.queue = [e for e in self.queue if not e.withdrawn]
         self._queue_changed()
@@ -722,9 +720,6 @@ class Session:
 
     # -- leases and policies -----------------------------------------------------------------
 
-    def _expire_lease(self) -> None:
-        self.expire_lease()
-
     def expire_lease(self) -> float | None:
         """Take the lease from a holder inactive for ``lease_timeout`` seconds.
 
@@ -772,7 +767,7 @@ class Session:
 
     def lease(self, client: ClientHandle, action: str, target: str | None = None) -> dict[str, Any]:
         """``request`` / ``release`` the prompt lease, or ``grant`` it (owner) to ``target``."""
-        self._expire_lease()
+        self.expire_lease()
         if action == "request":
             self.require(client, "driver", "_hub/lease/request")
             if self.lease_holder is not None and self.lease_holder.client_id != client.client_id:
@@ -805,7 +800,7 @@ class Session:
                 attachment = self.attached.get(target)
                 if attachment is None:
                     raise SessionFailure(invalid_params(f"client {target!r} is not attached"))
-                if role_rank(attachment.role) < role_rank("driver"):
+                if not arbiter.allows(attachment.role, "driver"):
                     raise SessionFailure(forbidden("driver", attachment.role, "holding the lease"))
                 self._set_lease(attachment.client, reason="granted")
         else:
@@ -816,15 +811,16 @@ class Session:
     def set_policy(self, client: ClientHandle, prompt: Any, permission: Any) -> dict[str, Any]:
         """Change the session's policies (owner only)."""
         self.require(client, "owner", "_hub/set_policy")
+        try:
+            if prompt is not None:
+                prompt = arbiter.check_prompt_policy(prompt)
+            if permission is not None:
+                permission = arbiter.check_permission_policy(permission)
+        except InvalidParams as exc:
+            raise SessionFailure(invalid_params(str(exc))) from None
         if prompt is not None:
-            if prompt not in ("queue", "reject", "lease"):
-                raise SessionFailure(invalid_params("prompt policy must be queue, reject or lease"))
             self.prompt_policy = prompt
         if permission is not None:
-            if permission not in ("first", "owner", "lease"):
-                raise SessionFailure(
-                    invalid_params("permission policy must be first, owner or lease")
-                )
             self.permission_policy = permission
         self.emit(
             {
@@ -952,7 +948,7 @@ class Session:
             self._refuse(
                 client,
                 request_id,
-                forbidden("approver", client.role, "answering a permission request"),
+                forbidden(arbiter.ANSWER_ROLE, client.role, "answering a permission request"),
             )
             return
         try:
@@ -1078,11 +1074,11 @@ class Session:
             turn is not None
             and turn.client is not None
             and turn.client.client_id in self.attached
-            and self.may(turn.client, "driver")
+            and self.may(turn.client, arbiter.ELICITATION_ROLE)
         ):
             return turn.client
         for attachment in self.attached.values():
-            if role_rank(attachment.role) >= role_rank("driver"):
+            if arbiter.allows(attachment.role, arbiter.ELICITATION_ROLE):
                 return attachment.client
         return None
 
@@ -1132,14 +1128,4 @@ def _preview(blocks: list[Any], limit: int = 120) -> str:
     return "(non-text prompt)"
 
 
-def encode_json(value: Any) -> bytes:
-    return orjson.dumps(value)
-
-
-__all__ = [
-    "FORBIDDEN",
-    "Attachment",
-    "Session",
-    "SessionFailure",
-    "internal_error",
-]
+__all__ = ["Attachment", "Session", "SessionFailure"]
