@@ -34,7 +34,6 @@ from hub import __version__
 from hub.agents.errors import AgentError
 from hub.protocol import jsonrpc
 from hub.protocol.errors import (
-    INVALID_PARAMS,
     NOT_ATTACHED,
     STALE_ANSWER,
     ProtocolError,
@@ -302,7 +301,6 @@ class ClientConnection:
         if method == "session/cancel":
             try:
                 session = self._attached_session(params)
-                session.require(self, "driver", "session/cancel")
             except SessionFailure as exc:
                 log.info("! %s: session/cancel refused: %s", self.connection_id, exc.error.message)
                 self.notify("_hub/refused", {"method": method, "error": exc.error.to_dict()})
@@ -352,18 +350,21 @@ class ClientConnection:
         self._inflight[entry.id] = scope
         self._spawn(lambda: self._run_async(entry.id, handler, params, reply, scope), method)
 
+    def _failure(self, exc: Exception) -> RpcError:
+        """The error answering a request whose handler raised ``exc`` (call it from the
+        ``except`` block: an unexpected exception is logged with its traceback)."""
+        if isinstance(exc, SessionFailure | AgentError):
+            return exc.error
+        if isinstance(exc, ProtocolError):
+            return invalid_params(str(exc))
+        log.exception("! %s: internal error", self.connection_id)
+        return internal_error()
+
     def _run_sync(self, request_id: Any, handler: SyncHandler, params: dict[str, Any]) -> bytes:
         try:
             return jsonrpc.response(request_id, handler(self, params))
-        except SessionFailure as exc:
-            return jsonrpc.error(request_id, exc.error)
-        except AgentError as exc:
-            return jsonrpc.error(request_id, exc.error)
-        except ProtocolError as exc:
-            return jsonrpc.error(request_id, invalid_params(str(exc)))
-        except Exception:
-            log.exception("! %s: internal error", self.connection_id)
-            return jsonrpc.error(request_id, internal_error())
+        except Exception as exc:
+            return jsonrpc.error(request_id, self._failure(exc))
 
     async def _run_async(
         self,
@@ -376,15 +377,8 @@ class ClientConnection:
         with scope:
             try:
                 frame = jsonrpc.response(request_id, await handler(self, params))
-            except SessionFailure as exc:
-                frame = jsonrpc.error(request_id, exc.error)
-            except AgentError as exc:
-                frame = jsonrpc.error(request_id, exc.error)
-            except ProtocolError as exc:
-                frame = jsonrpc.error(request_id, invalid_params(str(exc)))
-            except Exception:
-                log.exception("! %s: internal error", self.connection_id)
-                frame = jsonrpc.error(request_id, internal_error())
+            except Exception as exc:
+                frame = jsonrpc.error(request_id, self._failure(exc))
             finally:
                 self._inflight.pop(request_id, None)
         if scope.cancelled_caught:
@@ -445,14 +439,36 @@ class ClientConnection:
         self, session: Session, params: dict[str, Any], *, default: str | None
     ) -> dict[str, Any]:
         """Attach to ``session`` following ``params`` (``replayFrom`` or the v1 ``_meta``)."""
-        replay, after = _replay_request(params, self._version, default)
+        replay, after = _replay_request(params, default)
         role = _requested_role(params)
         if role is not None and role not in ROLES:
             raise SessionFailure(invalid_params(f"unknown role {role!r}"))
+        return self._attach(session, replay=replay, after=after, role=role)
+
+    def _attach(
+        self,
+        session: Session,
+        *,
+        replay: str | None,
+        after: tuple[int, int] | None = None,
+        role: str | None = None,
+        via_attach: bool = False,
+        message_id: str | None = None,
+    ) -> dict[str, Any]:
+        """``Session.attach`` this client, and the part every attaching answer shares: the
+        config options (v1: and modes) and ``_meta["acp-hub"]`` with the cursor and the
+        agent's name. The client is announced once the answer is queued."""
         self.sessions[session.id] = session
-        result: dict[str, Any] = self._config_result(session.state.config_options)
-        cursor = session.attach(self, replay=replay, after=after, role=role)
+        cursor = session.attach(
+            self,
+            replay=replay,
+            after=after,
+            role=role,
+            via_attach=via_attach,
+            message_id=message_id,
+        )
         self._announce.append(session)
+        result = self._config_result(session.state.config_options)
         result["_meta"] = {"acp-hub": {**cursor, "agent": session.agent.name}}
         return result
 
@@ -461,11 +477,9 @@ class ClientConnection:
 
 
 def _requested_role(params: dict[str, Any]) -> str | None:
-    meta = params.get("_meta")
-    hub_meta = meta.get("acp-hub") if isinstance(meta, dict) else None
-    role = hub_meta.get("role") if isinstance(hub_meta, dict) else None
+    role = _hub_meta(params).get("role")
     if role is None:
-        role = params.get("role") if isinstance(params.get("role"), str) else None
+        role = params.get("role")
     return role if isinstance(role, str) else None
 
 
@@ -476,7 +490,7 @@ def _hub_meta(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _replay_request(
-    params: dict[str, Any], version: int, default: str | None
+    params: dict[str, Any], default: str | None
 ) -> tuple[str | None, tuple[int, int] | None]:
     replay_from = params.get("replayFrom")
     hub_meta = _hub_meta(params)
@@ -523,8 +537,7 @@ async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
     if isinstance(requested, str):
         if requested not in ROLES:
             raise SessionFailure(invalid_params(f"unknown role {requested!r}"))
-        if role_rank(requested) < role_rank(conn._granted_role):
-            conn._role = requested
+        conn._role = arbiter.capped(requested, conn._granted_role)
     conn._version = version
     conn._hub_events = version >= 2 or hub_meta.get("events") is True
     conn._batches = version >= 2 and hub_meta.get("batches") is True
@@ -594,8 +607,6 @@ async def _capabilities(conn: ClientConnection) -> dict[str, Any]:
 
 
 async def _session_new(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    if role_rank(conn.role) < role_rank("owner"):
-        raise SessionFailure(forbidden("owner", conn.role, "session/new"))
     cwd = params.get("cwd")
     if not isinstance(cwd, str) or not cwd.startswith("/"):
         raise SessionFailure(invalid_params("cwd must be an absolute path"))
@@ -612,12 +623,8 @@ async def _session_new(conn: ClientConnection, params: dict[str, Any]) -> Result
     session = await conn.registry.new_session(conn, agent, cwd, servers)
     if conn.state is ConnectionState.CLOSED:
         return None
-    conn.sessions[session.id] = session
-    meta = session.attach(conn, replay="after", after=(session.log.epoch, 0))
-    conn._announce.append(session)
-    result = conn._config_result(session.state.config_options)
+    result = conn._attach(session, replay="after", after=(session.log.epoch, 0))
     result["sessionId"] = session.id
-    result["_meta"] = {"acp-hub": {**meta, "agent": session.agent.name}}
     return result
 
 
@@ -650,15 +657,10 @@ def _session_attach(conn: ClientConnection, params: dict[str, Any]) -> Result:
         "pending_only": "pending_only",
         "after": "message",
     }[policy.kind]
-    conn.sessions[session.id] = session
-    meta = session.attach(
-        conn, replay=replay, role=mapped_role, via_attach=True, message_id=policy.message_id
+    result = conn._attach(
+        session, replay=replay, role=mapped_role, via_attach=True, message_id=policy.message_id
     )
-    conn._announce.append(session)
-    result = conn._config_result(session.state.config_options)
-    attachment = session.attached.get(conn.client_id)
-    result["role"] = attachment.role if attachment is not None else conn.role
-    result["_meta"] = {"acp-hub": {**meta, "agent": session.agent.name}}
+    result["role"] = session.role_of(conn)
     return result
 
 
@@ -760,15 +762,11 @@ def _hub_lease(action: str) -> SyncHandler:
 
 
 def _hub_agent_stderr(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    if role_rank(conn.role) < role_rank("owner"):
-        raise SessionFailure(forbidden("owner", conn.role, "_hub/agent_stderr"))
     name = params.get("agent") or conn.registry.supervisor.default_name
     try:
         agent = conn.registry.supervisor.get(name)
     except KeyError:
-        raise SessionFailure(
-            RpcError(INVALID_PARAMS, "Invalid params", f"unknown agent {name!r}")
-        ) from None
+        raise SessionFailure(invalid_params(f"unknown agent {name!r}")) from None
     return {"agent": agent.name, "stderr": agent.stderr_tail()}
 
 
