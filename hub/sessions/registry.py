@@ -17,7 +17,7 @@ import anyio
 import anyio.abc
 
 from hub.agents.errors import AgentError
-from hub.protocol.errors import RpcError, resource_not_found
+from hub.protocol.errors import invalid_params, resource_not_found
 from hub.sessions.client import ClientHandle
 from hub.sessions.session import Session, SessionFailure
 from hub.settings import Settings
@@ -79,13 +79,11 @@ class SessionRegistry:
         """Start a session on ``agent_name`` (default agent when ``None``)."""
         name = agent_name or self.supervisor.default_name
         if name is None:
-            raise SessionFailure(RpcError(-32602, "Invalid params", "no agent is configured"))
+            raise SessionFailure(invalid_params("no agent is configured"))
         try:
             agent = self.supervisor.get(name)
         except KeyError:
-            raise SessionFailure(
-                RpcError(-32602, "Invalid params", f"unknown agent {name!r}")
-            ) from None
+            raise SessionFailure(invalid_params(f"unknown agent {name!r}")) from None
         session_id = f"s-{secrets.token_hex(8)}"
         session = Session(
             session_id, agent, "", cwd=cwd, settings=self.settings, on_change=self._notify
