@@ -77,6 +77,7 @@ from hub.protocol.state import REMOVED_VARIANTS
 from hub.protocol.state import check as check_update
 from hub.protocol.translate import (
     AgentV1Translator,
+    auth_methods_v1_to_v2,
     capabilities_v1_to_v2,
     mcp_servers_v2_to_v1,
     permission_outcome_for_agent,
@@ -555,9 +556,11 @@ class Agent:
                 logger.warning("! agent %s: malformed agentCapabilities: %s", self.name, exc)
                 self.capabilities = {}
             info = result.get("agentInfo")
-            self.auth_methods = [
-                _auth_method_v1_to_v2(m) for m in _dicts(result.get("authMethods"))
-            ]
+            try:
+                self.auth_methods = auth_methods_v1_to_v2(_dicts(result.get("authMethods")))
+            except InvalidParams as exc:
+                logger.warning("! agent %s: malformed authMethods: %s", self.name, exc)
+                self.auth_methods = []
         else:
             caps = result.get("capabilities")
             self._v1_caps = {}
@@ -666,11 +669,6 @@ class Agent:
                 scope.cancel()
         for eid in [e for e, s in self._elicitations.items() if s == session_id]:
             del self._elicitations[eid]
-
-    def forget_session(self, session_id: str) -> None:
-        """Drop the sink of ``session_id`` without telling the agent (its updates are then
-        logged and dropped)."""
-        self._drop(session_id)
 
     def _entry(self, session_id: str) -> _Session:
         entry = self._sessions.get(session_id)
@@ -1183,16 +1181,6 @@ def _describe(code: int | None, sig: str | None) -> str:
 
 def _dicts(value: Any) -> list[dict[str, Any]]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
-def _auth_method_v1_to_v2(method: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in method.items() if k != "id"}
-    out["methodId"] = method.get("id")
-    out.setdefault("type", "agent")
-    env = out.get("env")
-    if isinstance(env, dict):
-        out["env"] = [{"name": k, "value": v} for k, v in env.items()]
-    return out
 
 
 def _call_sink(agent: str, fn: Any, *args: Any) -> None:

@@ -49,7 +49,6 @@ from hub.protocol.errors import (
     RpcError,
     internal_error,
     invalid_params,
-    method_not_found,
     parse_error,
     request_cancelled,
 )
@@ -328,8 +327,3 @@ class Connection:
                 return  # the agent is gone: nobody to answer
             reply = jsonrpc.error(entry.id, request_cancelled())
         await self._write_quietly(reply)
-
-
-def method_not_found_error(method: str) -> AgentError:
-    """The error to raise from a request handler for a method the hub does not serve."""
-    return AgentError(method_not_found(method))
