@@ -40,8 +40,6 @@ class Outbox:
         self._wakeup = anyio.Event()
         self._closing: tuple[int, str] | None = None
         self._done = False
-        self.frames_sent = 0
-        self.frames_direct = 0
 
     @property
     def queued_bytes(self) -> int:
@@ -61,8 +59,6 @@ class Outbox:
         if self._closing is not None or self._done:
             return False
         if not self._queue and self._writer.try_write(frame):
-            self.frames_sent += 1
-            self.frames_direct += 1
             return True
         self._queue.append((frame, bounded))
         if bounded:
@@ -113,7 +109,6 @@ class Outbox:
                         self._queued_bytes = 0
                         self._done = True
                         return
-                self.frames_sent += 1
             if self._closing is not None:
                 if not self._done:
                     self._done = True

@@ -60,10 +60,6 @@ class FrameWriter(Protocol):
         """Send a close frame through the general path (bounded by the close timeout)."""
         ...
 
-    def buffered(self) -> int:
-        """Bytes accepted but not yet handed to the kernel (0 when unknown)."""
-        ...
-
 
 class AsgiFrameWriter:
     """The general writer over an ASGI ``send``, with uvicorn's direct path when available."""
@@ -136,12 +132,3 @@ class AsgiFrameWriter:
                 self._send({"type": "websocket.close", "code": code, "reason": reason}),
                 self._close_timeout,
             )
-
-    def buffered(self) -> int:
-        proto = self._proto
-        if proto is None:
-            return 0
-        try:
-            return int(proto.transport.get_write_buffer_size())
-        except Exception:
-            return 0
