@@ -49,6 +49,7 @@ from hub.protocol.translate import (
     ClientV1Renderer,
     permission_outcome_for_agent,
     permission_request_v2_to_v1,
+    stop_reason_for_v1,
 )
 from hub.sessions import arbiter
 from hub.sessions.client import ClientHandle
@@ -581,7 +582,8 @@ class Session:
         await turn.ended.wait()
         if turn.error is not None and turn.stop_reason is None:
             raise SessionFailure(turn.error)
-        return {"stopReason": turn.stop_reason or "end_turn"}
+        # The v1 enum is closed: a v2 agent's other stop reasons read as `end_turn`.
+        return {"stopReason": stop_reason_for_v1(turn.stop_reason or "end_turn")}
 
     def _attribute(self, turn: Turn, client: ClientHandle, message_id: str) -> None:
         """Record (``_hub_prompt``) that the user message ``message_id`` is ``client``'s."""
