@@ -469,21 +469,18 @@ class Session:
             for pending in list(self.permissions.values()):
                 self._finish_permission(pending, None, "cancelled")
             if self.turn is not None or self.state.foreground != "idle":
+                error = hub_error(
+                    AGENT_UNAVAILABLE, f"Agent '{self.agent.name}' {status} during the turn", event
+                )
+                # The same shape as the agent layer's own `idle` after an exit: the error object.
                 self.emit(
                     {
                         "sessionUpdate": "state_update",
                         "state": "idle",
-                        "_meta": {"acp-hub": {"error": f"agent {status}"}},
+                        "_meta": {"acp-hub": {"error": error.to_dict()}},
                     }
                 )
-                self._turn_ended(
-                    None,
-                    hub_error(
-                        AGENT_UNAVAILABLE,
-                        f"Agent '{self.agent.name}' {status} during the turn",
-                        event,
-                    ),
-                )
+                self._turn_ended(None, error)
         self._changed()
 
     def on_extension(self, method: str, params: dict[str, Any]) -> None:
