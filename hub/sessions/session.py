@@ -282,12 +282,9 @@ class Session:
             else:
                 replay_frames = self._event_frames(client, events)
         elif replay in ("start", "after"):
-            replay_frames = self._replay_frames(client)
+            replay_frames = self._replay_frames(client, compact(self.state))
         elif replay == "pending_only":
-            meta = {"epoch": self.log.epoch, "replay": True}
-            pending = arbiter.pending_only(compact(self.state))
-            updates = self._replay_updates_for(client, pending)
-            replay_frames = self._pages(client, [self._frame(u, meta) for u in updates])
+            replay_frames = self._replay_frames(client, arbiter.pending_only(compact(self.state)))
         elif replay == "message" and message_id is not None:
             last = self._last_event_of(message_id)
             events = None if last is None else self.log.after(last)
@@ -302,9 +299,8 @@ class Session:
             client.outbox.push(frame, bounded=False)
         effective = arbiter.capped(role, client.role)
         previous = self.attached.get(client.client_id)
-        self.attached[client.client_id] = Attachment(client, now_iso(), effective, via_attach)
-        if previous is not None and previous.role == effective:
-            self.attached[client.client_id].since = previous.since
+        since = previous.since if previous is not None and previous.role == effective else now_iso()
+        self.attached[client.client_id] = Attachment(client, since, effective, via_attach)
         return cursor
 
     def _last_event_of(self, message_id: str) -> int | None:
@@ -404,18 +400,17 @@ class Session:
             ]
         return rendered
 
-    def _replay_frames(self, client: ClientHandle) -> list[bytes]:
+    def _replay_frames(self, client: ClientHandle, updates: list[dict[str, Any]]) -> list[bytes]:
+        """``updates`` (a compaction, or part of one) as replay frames for ``client``: rendered
+        for its version, ``_meta`` with the epoch and ``replay: true`` instead of a seq, in
+        pages when it takes batches."""
         meta = {"epoch": self.log.epoch, "replay": True}
-        updates = self._replay_updates_for(client, compact(self.state))
-        return self._pages(client, [self._frame(u, meta) for u in updates])
+        rendered = self._replay_updates_for(client, updates)
+        return self._pages(client, [self._frame(u, meta) for u in rendered])
 
     def _reset_frames(self, client: ClientHandle, epoch: int, seq: int) -> list[bytes]:
         reason = "epoch changed" if epoch != self.log.epoch else "cursor older than the log"
         reset = {"sessionUpdate": "_hub_reset", "reason": reason, "epoch": self.log.epoch}
-        meta = {"epoch": self.log.epoch, "replay": True}
-        first: list[bytes] = []
-        if client.version >= 2 or client.hub_events:
-            first = [self._frame(reset, meta)]
         log.info(
             "= %s: %s resumes from %s/%s: %s, full replay",
             self.id,
@@ -424,11 +419,8 @@ class Session:
             seq,
             reason,
         )
-        return self._pages(
-            client,
-            first
-            + [self._frame(u, meta) for u in self._replay_updates_for(client, compact(self.state))],
-        )
+        # Like every `_hub_*` update, the reset reaches v1 clients only if they opted in.
+        return self._replay_frames(client, [reset, *compact(self.state)])
 
     def _event_frames(self, client: ClientHandle, events: list[Event]) -> list[bytes]:
         frames: list[bytes] = []
