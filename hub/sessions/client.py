@@ -21,7 +21,8 @@ class ClientHandle(Protocol):
     ``batches`` whether notifications may be grouped into JSON-RPC batch frames (v2 clients
     that asked for it at initialize: ACP v2 allows batches, but common clients refuse them).
     Every frame for the client goes through ``outbox``, so responses, notifications and hub
-    requests stay in one order.
+    requests stay in one order. ``client_id``, ``version``, ``hub_events`` and ``outbox`` are
+    fixed once the client can attach: a session reads them once per attachment.
     """
 
     @property
