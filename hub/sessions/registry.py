@@ -98,13 +98,7 @@ class SessionRegistry:
             session.emit(
                 {"sessionUpdate": "config_option_update", "configOptions": result.config_options}
             )
-        session.emit(
-            {
-                "sessionUpdate": "_hub_policy",
-                "prompt": session.prompt_policy,
-                "permission": session.permission_policy,
-            }
-        )
+        session.emit_policies()
         self.sessions[session_id] = session
         log.info("= %s: new session on agent %s (%s)", session_id, name, result.session_id)
         self._notify(session)

@@ -799,6 +799,16 @@ class Session:
         holder = self.lease_holder
         return {"holder": None if holder is None else holder.client_id}
 
+    def emit_policies(self) -> None:
+        """Record the session's current prompt and permission policies (``_hub_policy``)."""
+        self.emit(
+            {
+                "sessionUpdate": "_hub_policy",
+                "prompt": self.prompt_policy,
+                "permission": self.permission_policy,
+            }
+        )
+
     def set_policy(self, client: ClientHandle, prompt: Any, permission: Any) -> dict[str, Any]:
         """Change the session's policies (owner only)."""
         self.require(client, "owner", "_hub/set_policy")
@@ -813,13 +823,7 @@ class Session:
             self.prompt_policy = prompt
         if permission is not None:
             self.permission_policy = permission
-        self.emit(
-            {
-                "sessionUpdate": "_hub_policy",
-                "prompt": self.prompt_policy,
-                "permission": self.permission_policy,
-            }
-        )
+        self.emit_policies()
         self._reoffer_permissions()
         self._changed()
         return {"prompt": self.prompt_policy, "permission": self.permission_policy}
