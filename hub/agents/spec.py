@@ -27,7 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias
+from typing import Any, TypeAlias
+
+from hub.protocol.version import Choice, parse_choice
 
 __all__ = [
     "AgentSpec",
@@ -39,7 +41,7 @@ __all__ = [
     "parse_protocol",
 ]
 
-ProtocolChoice: TypeAlias = Literal["auto", 1, 2]
+ProtocolChoice: TypeAlias = Choice
 """``auto`` offers protocol 2 and accepts 1; ``1`` or ``2`` offer and accept only that one."""
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -96,14 +98,14 @@ class HubConfig:
 
 
 def parse_protocol(value: object, agent: str = "?") -> ProtocolChoice:
-    """Normalize a protocol choice: ``"auto"``, ``1``/``"1"`` or ``2``/``"2"``."""
-    if value == "auto":
-        return "auto"
-    if value in (1, "1") and not isinstance(value, bool):
-        return 1
-    if value in (2, "2") and not isinstance(value, bool):
-        return 2
-    raise ConfigError(f'agent {agent!r}: protocol must be "auto", 1 or 2, got {value!r}')
+    """Normalize a protocol choice (``hub.protocol.version.parse_choice``): ``"auto"``,
+    ``1``/``"1"`` or ``2``/``"2"``; ``ConfigError`` naming the agent otherwise."""
+    try:
+        return parse_choice(value)
+    except ValueError:
+        raise ConfigError(
+            f'agent {agent!r}: protocol must be "auto", 1 or 2, got {value!r}'
+        ) from None
 
 
 def parse_agent_arg(text: str) -> AgentSpec:

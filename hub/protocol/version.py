@@ -38,7 +38,7 @@ SUPPORTED = (1, 2)
 Choice: TypeAlias = Literal["auto", 1, 2]
 
 
-def parse_choice(value: str | int) -> Choice:
+def parse_choice(value: object) -> Choice:
     """Read a configured protocol choice: ``"auto"``, ``1``/``"1"`` or ``2``/``"2"``.
 
     Raises ``ValueError`` for anything else (a configuration mistake, not a peer's).
