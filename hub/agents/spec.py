@@ -148,7 +148,7 @@ def config_from_dict(data: Mapping[str, Any], *, base: Path, source: str) -> Hub
     for name, table in agents_table.items():
         agents[name] = _agent_from_table(name, table, base=base, source=source)
 
-    default = data.get("default_agent", hub.get("default_agent"))
+    default = data.get("default_agent")
     if default is not None:
         if not isinstance(default, str) or default not in agents:
             known = ", ".join(agents) or "none"
