@@ -267,13 +267,13 @@ async def test_prompt_answers_name_the_user_message_and_v1_senders_see_no_echo(
         sid = await v2.new_session()
         await v1.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
         answer = await v2.prompt(sid, "say first")
+        await v2.wait_for(lambda: v2.idle_count(sid) >= 1)
         user_ids = [
             p["update"]["messageId"]
             for p in v2.session_updates(sid)
             if p["update"]["sessionUpdate"] in ("user_message", "user_message_chunk")
         ]
         assert answer["messageId"] == user_ids[-1]
-        await v2.wait_for(lambda: v2.idle_count(sid) >= 1)
         assert (await v1.prompt(sid, "say second"))["stopReason"] == "end_turn"
         mine = [
             p
