@@ -10,6 +10,7 @@ not have: against the baseline they return ``{"skipped": ...}``.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
@@ -130,7 +131,9 @@ async def _window(
     size: int,
 ) -> dict[str, float]:
     """Stream for ``seconds`` at ``rate``; measure after ``warmup``; wait for the drain."""
-    count = max(1, int(rate * seconds))
+    # Half a second more than the window, so that the stream covers the whole window even
+    # at low rates (a few updates per second).
+    count = max(1, math.ceil(rate * (seconds + 0.5)))
     # Each observer of a session receives ``count`` stamps.
     goals = [c.marks + count for c in conns]
     await target.stream(sessions, rate, count, size)
@@ -361,14 +364,15 @@ async def s7_slow(target: Target, p: Params, server_pid: int) -> Result:
     if (skipped := _skip(target)) is not None:
         return skipped
     recorder = Recorder()
-    sessions, conns = await _setup(target, recorder, 1, p["observers"] - 1)
+    sessions, conns = await _setup(target, recorder, 1, 1)
     session = sessions[0]
-    slow = await target.open(Recorder(), rcvbuf=4096)
-    await target.attach(slow, session)
     # Snapshots (session title), so that the session's state does not grow, and a log that
     # already holds as many events as it ever will: the hub's memory should then grow only by
-    # what the slow consumer costs.
+    # what the slow consumer costs. Written before the others attach, at full speed.
     await _preload(target, session, p["preload"], p["size"], 100, "title")
+    conns += await open_many(target, recorder, sessions, p["observers"] - 2)
+    slow = await target.open(Recorder(), rcvbuf=4096)
+    await target.attach(slow, session)
     live = int(p["rate"] * (p["window_s"] + p["max_pause_s"] + 30))
     await target.stream([session], p["rate"], live, p["size"], variant="title")
     await asyncio.sleep(1.0)
