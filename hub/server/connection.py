@@ -419,6 +419,10 @@ class ClientConnection:
     def _attached_session(self, params: dict[str, Any]) -> Session:
         session_id = params.get("sessionId")
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        if session is not None and session.closed:
+            # Closed by another client: the registry let go of it, and so does this client.
+            del self.sessions[session.id]
+            session = None
         if session is None:
             self.registry.get(session_id)  # -32002 when it does not exist at all
             raise SessionFailure(
