@@ -359,9 +359,9 @@ def _verdict(outcome: Outcome) -> Verdict:
         m = med(v) if v else float("nan")
         ok = bool(v) and m <= 1.5 and bool(q) and med(q) <= 1.2
         return Verdict(
-            "attach to first live update, s (others' p99 ratio)",
-            f"{_fmt(v)} ({_fmt(q)})",
-            "<= 1.5 s, others <= 1.2x",
+            "attach to first live update; others' p99 with / without joiner",
+            f"{_fmt(v)} s; {_fmt(q)}x",
+            "<= 1.5 s; <= 1.2x",
             "<= 1.0 s",
             ok if v else None,
             m <= 1.0 if v else None,
