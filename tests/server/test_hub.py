@@ -213,12 +213,10 @@ async def test_v1_client_cursor_in_meta_and_load() -> None:
 async def test_slow_consumer_is_closed_with_1013_and_resumes_with_its_cursor() -> None:
     settings = Settings(outbox_bytes=128 * 1024)
     async with running_hub([scripted_agent()], settings) as hub:
-        async with acp_client(hub.url) as fast:
+        async with acp_client(hub.url) as fast, RawClient(hub.url) as slow:
+            # `slow` has a tiny receive buffer and stops reading after attaching.
             sid = await fast.new_session()
             epoch = fast.updates[0]["_meta"]["acp-hub"]["epoch"]
-            # A client with a tiny receive buffer that stops reading after attaching.
-            slow = RawClient(hub.url)
-            await slow.open()
             await slow.call(
                 {
                     "jsonrpc": "2.0",
@@ -435,6 +433,13 @@ class RawClient:
         self.addr = (host, int(port))
         self.messages: list[dict[str, Any]] = []
         self.eof = False
+
+    async def __aenter__(self) -> RawClient:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.sock.close()  # on every path, so that no socket outlives its test
 
     async def open(self) -> None:
         from websockets.client import ClientProtocol

@@ -171,33 +171,37 @@ async def test_a_peer_that_stops_answering_pings_is_dropped() -> None:
     settings = Settings(ping_interval=0.2, ping_timeout=0.3)
     async with running_hub([scripted_agent()], settings) as hub, acp_client(hub.url) as watcher:
         sid = await watcher.new_session()
-        dead = RawClient(hub.url)
-        await dead.open()
-        await dead.call(
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 2}}
-        )
-        await dead.call(
-            {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "session/resume",
-                "params": {"sessionId": sid, "cwd": "/"},
-            }
-        )
+        async with RawClient(hub.url) as dead:
+            await dead.call(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"protocolVersion": 2},
+                }
+            )
+            await dead.call(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "session/resume",
+                    "params": {"sessionId": sid, "cwd": "/"},
+                }
+            )
 
-        def attached() -> int:
-            presence = watcher.fold(sid).hub("_hub_presence") or {}
-            clients: list[Any] = presence.get("clients", [])
-            return len(clients)
+            def attached() -> int:
+                presence = watcher.fold(sid).hub("_hub_presence") or {}
+                clients: list[Any] = presence.get("clients", [])
+                return len(clients)
 
-        await watcher.wait_for(lambda: attached() == 2)
-        # The dead peer never reads again, so it never answers a ping: the hub drops it.
-        await watcher.wait_for(lambda: attached() == 1, timeout=15)
-        dead.sock.shutdown(socket.SHUT_RDWR)
-        dead.sock.close()
-        with anyio.fail_after(5):
-            while len(hub.app.connections) > 1:  # noqa: ASYNC110 - no event for a drop
-                await anyio.sleep(0.05)
+            await watcher.wait_for(lambda: attached() == 2)
+            # The dead peer never reads again, so it never answers a ping: the hub drops it.
+            await watcher.wait_for(lambda: attached() == 1, timeout=15)
+            dead.sock.shutdown(socket.SHUT_RDWR)
+            dead.sock.close()
+            with anyio.fail_after(5):
+                while len(hub.app.connections) > 1:  # noqa: ASYNC110 - no event for a drop
+                    await anyio.sleep(0.05)
 
 
 async def test_browser_upgrades_from_other_origins_are_refused() -> None:
@@ -229,29 +233,33 @@ async def test_a_backed_up_client_that_vanishes_is_dropped_quietly(
 ) -> None:
     async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as watcher:
         sid = await watcher.new_session()
-        gone = RawClient(hub.url)
-        await gone.open()
-        await gone.call(
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 2}}
-        )
-        await gone.call(
-            {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "session/resume",
-                "params": {"sessionId": sid, "cwd": "/"},
-            }
-        )
-        await watcher.prompt(sid, "stream 3000 400")
-        await watcher.wait_for(lambda: watcher.last_seq(sid) > 1500)
-        gone.sock.close()  # mid-stream, with frames queued for it
-        await watcher.wait_for(lambda: watcher.idle_count(sid) >= 1)
-        assert contiguous(watcher.seqs(sid))
-        with anyio.fail_after(10):
-            while len(hub.app.connections) > 1:  # noqa: ASYNC110 - no event for a drop
-                await anyio.sleep(0.05)
-    errors = [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
-    assert errors == []
+        async with RawClient(hub.url) as gone:
+            await gone.call(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"protocolVersion": 2},
+                }
+            )
+            await gone.call(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "session/resume",
+                    "params": {"sessionId": sid, "cwd": "/"},
+                }
+            )
+            await watcher.prompt(sid, "stream 3000 400")
+            await watcher.wait_for(lambda: watcher.last_seq(sid) > 1500)
+            gone.sock.close()  # mid-stream, with frames queued for it
+            await watcher.wait_for(lambda: watcher.idle_count(sid) >= 1)
+            assert contiguous(watcher.seqs(sid))
+            with anyio.fail_after(10):
+                while len(hub.app.connections) > 1:  # noqa: ASYNC110 - no event for a drop
+                    await anyio.sleep(0.05)
+        errors = [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+        assert errors == []
 
 
 @pytest.mark.parametrize("ack_flags", [(), ("--ack-message-id",)])
