@@ -97,6 +97,13 @@ class Outbox:
             await self._wakeup.wait()
             self._wakeup = anyio.Event()
             while self._queue and self._closing is None:
+                # Wait for the transport first, and take the frame only then: a frame must
+                # never be in flight in a server `send` when a close (1013) is written, or
+                # the server would refuse the send after the close and drop the connection
+                # before the client reads its close code.
+                await self._writer.writable()
+                if self._closing is not None or not self._queue:
+                    break
                 frame, bounded = self._queue.popleft()
                 if bounded:
                     self._queued_bytes -= len(frame)

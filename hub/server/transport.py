@@ -46,6 +46,10 @@ class FrameWriter(Protocol):
         """Write ``frame`` without waiting, or return ``False`` if that is not possible now."""
         ...
 
+    async def writable(self) -> None:
+        """Wait until ``try_write`` may succeed (returns at once when that cannot be known)."""
+        ...
+
     async def send(self, frame: bytes) -> None:
         """Write ``frame``, waiting for the transport if it is backed up; ``PeerGone`` when
         the client disconnected."""
@@ -95,6 +99,11 @@ class AsgiFrameWriter:
         proto.conn.send_text(frame)
         proto.transport.write(b"".join(proto.conn.data_to_send()))
         return True
+
+    async def writable(self) -> None:
+        if self._proto is not None:
+            # uvicorn's own flow-control flag (also set when the connection is lost).
+            await self._proto.writable.wait()
 
     async def send(self, frame: bytes) -> None:
         message: Message = {"type": "websocket.send", "text": frame.decode()}
