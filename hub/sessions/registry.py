@@ -89,6 +89,7 @@ class SessionRegistry:
             session_id, agent, "", cwd=cwd, settings=self.settings, on_change=self._notify
         )
         session.bind_runner(lambda: self.spawn(session.run_next_queued, name=f"queue {session_id}"))
+        session.bind_spawner(lambda fn, name: self.spawn(fn, name=name))
         try:
             result = await agent.new_session(cwd, mcp_servers, session)
         except AgentError as exc:

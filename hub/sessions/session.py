@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("hub.sessions")
 
 USER_MESSAGE_VARIANTS = frozenset({"user_message", "user_message_chunk"})
+PRESENCE_INTERVAL = 0.25
+"""At most one ``_hub_presence`` event per this many seconds; changes in between coalesce."""
 ATTRIBUTION_WAIT = 5.0
 """How long a v2 prompt answer waits for the agent's user message when the agent accepted
 the prompt without naming it (seconds)."""
@@ -185,6 +187,10 @@ class Session:
         self._counter = 0
         self._on_change = on_change
         self._send_next: Callable[[], None] | None = None
+        self._spawn: Callable[[Callable[[], Awaitable[None]], str], None] | None = None
+        self._presence_changes: list[dict[str, Any]] = []
+        self._presence_flush_pending = False
+        self._presence_next = 0.0
 
     # -- ids ---------------------------------------------------------------------------------
 
@@ -351,8 +357,34 @@ class Session:
     def _presence_changed(
         self, *, joined: str | None = None, left: str | None = None, reason: str | None = None
     ) -> None:
-        """Emit the attached-client list; ``joined`` / ``left`` (with ``reason``) name the
-        change, so that joins and leaves are events of the log."""
+        """Record a join or a leave; the attached-client list goes out as a ``_hub_presence``
+        event at once, or, within ``PRESENCE_INTERVAL`` of the previous one, coalesced with
+        the changes that follow. A burst of a thousand joins is then a handful of events, not
+        a thousand lists of up to a thousand clients each (quadratic bytes for every client)."""
+        change: dict[str, Any] = {"joined": joined} if joined is not None else {}
+        if left is not None:
+            change = {"left": left, "reason": reason or "detached"}
+        self._presence_changes.append(change)
+        if self._presence_flush_pending:
+            return
+        wait = self._presence_next - time.monotonic()
+        if wait <= 0 or self._spawn is None:
+            self._flush_presence()
+            return
+        self._presence_flush_pending = True
+
+        async def flush_later() -> None:
+            await anyio.sleep(wait)
+            self._presence_flush_pending = False
+            self._flush_presence()
+
+        self._spawn(flush_later, f"presence {self.id}")
+
+    def _flush_presence(self) -> None:
+        changes, self._presence_changes = self._presence_changes, []
+        if not changes:
+            return
+        self._presence_next = time.monotonic() + PRESENCE_INTERVAL
         clients = [
             {
                 "clientId": a.client.client_id,
@@ -364,12 +396,20 @@ class Session:
             for a in self.attached.values()
         ]
         update: dict[str, Any] = {"sessionUpdate": "_hub_presence", "clients": clients}
-        if joined is not None:
-            update["joined"] = joined
-        if left is not None:
-            update["left"] = left
-            update["reason"] = reason or "detached"
+        if len(changes) == 1:
+            update.update(changes[0])
+        else:
+            update["changes"] = changes
         self.emit(update)
+
+    @property
+    def settled(self) -> bool:
+        """No coalesced presence change is waiting to go out (the log is up to date)."""
+        return not self._presence_flush_pending
+
+    def bind_spawner(self, spawn: Callable[[Callable[[], Awaitable[None]], str], None]) -> None:
+        """Give the session a way to run deferred work (coalesced presence) in a hub task."""
+        self._spawn = spawn
 
     def _pages(self, client: ClientHandle, frames: list[bytes]) -> list[bytes]:
         """Group notification frames into v2 batch frames of bounded size (only for clients

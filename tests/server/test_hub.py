@@ -11,9 +11,11 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import Frame, Opcode
 
+from hub.sessions.session import Session
 from hub.settings import Settings
 from tests.server.harness import (
     AcpClient,
+    HubHandle,
     RpcFailure,
     acp_client,
     running_hub,
@@ -37,6 +39,13 @@ TURN = "\n".join(
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def hub_session(hub: HubHandle, sid: str) -> Session:
+    """The hub's own session object (to know its last seq)."""
+    registry = hub.app.registry
+    assert registry is not None
+    return registry.sessions[sid]
 
 
 def contiguous(seqs: list[int]) -> bool:
@@ -63,9 +72,14 @@ async def test_three_clients_mixed_versions_see_the_same_ordered_stream(
         await a.prompt(sid, TURN + "\nstream 300")
         await wait_idle(a, sid)
         await wait_idle(c, sid)
-        last = a.last_seq(sid)
-        await b.wait_for(lambda: b.last_seq(sid) >= last)
-        await c.wait_for(lambda: c.last_seq(sid) >= last)
+        session = hub_session(hub, sid)
+        for client in (a, b, c):
+            await client.wait_for(
+                lambda client=client: (
+                    session.settled  # type: ignore[misc]
+                    and client.last_seq(sid) == session.log.last_seq
+                )
+            )
         for client in (a, b, c):
             assert contiguous(client.seqs(sid)), client.seqs(sid)
         # From the point where the last client joined, everyone saw the same seqs, and
