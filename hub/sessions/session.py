@@ -201,10 +201,13 @@ class Session:
     # -- the log and fan-out -----------------------------------------------------------------
 
     def _frame(self, update: dict[str, Any], meta: dict[str, Any]) -> bytes:
-        return jsonrpc.notification(
+        frame = jsonrpc.notification(
             "session/update",
             {"sessionId": self.id, "update": update, "_meta": {"acp-hub": meta}},
         )
+        # orjson's result keeps the allocation of its output buffer (about 4 KiB however short
+        # the JSON); frames are retained in the log, so keep an exact-size copy instead.
+        return bytes(memoryview(frame))
 
     def emit(self, update: dict[str, Any], *, origin: str | None = None) -> Event | None:
         """Fold, log, encode once per version and fan out one update; see the module docs.
