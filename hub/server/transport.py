@@ -28,11 +28,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
 from typing import Any, Protocol
 
 from starlette.types import Message, Send
+from websockets.protocol import State
 
 log = logging.getLogger("hub.server")
+
+
+_last_wire: list[bytes] = [b"", b""]
+
+
+def wire_frame(payload: bytes) -> bytes:
+    """``payload`` as one unmasked, final WebSocket text frame (RFC 6455 section 5.2).
+
+    The last result is kept: a fan-out asks for the same payload object once per client, and
+    the cache holds a reference to it, so an identical ``is`` means the very same frame.
+    """
+    if _last_wire[0] is payload:
+        return _last_wire[1]
+    length = len(payload)
+    if length < 126:
+        header = bytes((0x81, length))
+    elif length < 65536:
+        header = struct.pack("!BBH", 0x81, 126, length)
+    else:
+        header = struct.pack("!BBQ", 0x81, 127, length)
+    wire = header + payload
+    _last_wire[0] = payload
+    _last_wire[1] = wire
+    return wire
 
 
 class PeerGone(Exception):
@@ -96,8 +122,14 @@ class AsgiFrameWriter:
             return False
         if getattr(proto, "close_sent", False) or getattr(proto, "disconnected", False):
             return False
-        proto.conn.send_text(frame)
-        proto.transport.write(b"".join(proto.conn.data_to_send()))
+        conn = proto.conn
+        if conn.extensions or conn.state is not State.OPEN:
+            conn.send_text(frame)
+            proto.transport.write(b"".join(conn.data_to_send()))
+        else:
+            # Server frames are unmasked and, without extensions, the same bytes for every
+            # client: built once per frame (the fan-out writes one frame to many clients).
+            proto.transport.write(wire_frame(frame))
         return True
 
     async def writable(self) -> None:
