@@ -42,11 +42,10 @@ __all__ = ["FULL", "QUICK", "main"]
 MIB = 1024 * 1024
 
 FULL: dict[str, dict[str, Any]] = {
-    # Observers on one session speak ACP v1 without the hub's events (see the notes: v2
-    # observers all receive every `_hub_presence`, which lists every client).
+    # Observers on one session speak ACP v2 (they receive every `_hub_*` event, presence too).
     "S1": {
         "observers": 1000,
-        "observer_version": 1,
+        "observer_version": 2,
         "size": 280,
         "start_rate": 8,
         "factor": 1.25,
@@ -57,7 +56,7 @@ FULL: dict[str, dict[str, Any]] = {
     },
     "S1-2KB": {
         "observers": 1000,
-        "observer_version": 1,
+        "observer_version": 2,
         "size": 2048,
         "start_rate": 3,
         "factor": 1.25,
@@ -90,8 +89,9 @@ FULL: dict[str, dict[str, Any]] = {
         # A short log tail, so that the hub's memory grows only by what the slow consumer costs.
         "hub_config": {"outbox_bytes": 1 * MIB, "retained_events": 200},
     },
-    # 5,000 observers is the target; this hub version needs minutes to attach them (presence).
-    "S8": {"observers": 1000, "observer_version": 1, "warm": 100, "settle_s": 2.0},
+    # 5,000 v2 observers (which receive every `_hub_presence`) do not attach in 6 minutes; see
+    # the notes. v1 observers without the hub's events.
+    "S8": {"observers": 5000, "observer_version": 1, "warm": 100, "settle_s": 2.0},
 }
 
 QUICK: dict[str, dict[str, Any]] = {
