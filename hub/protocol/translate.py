@@ -237,6 +237,20 @@ def _with_hub_meta(obj: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return obj
 
 
+_SAME_IN_BOTH = frozenset({"session_info_update", "usage_update"})
+
+
+def _same_in_both(variant: str, obj: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A variant with one shape in v1 and v2 (DIGEST 12, lossless): checked, then copied."""
+    if variant == "session_info_update":
+        _opt_str(obj, "title", where)
+        _opt_str(obj, "updatedAt", where)
+    else:
+        _uint(obj, "used", where)
+        _uint(obj, "size", where)
+    return dict(obj)
+
+
 def _copy_meta(src: Mapping[str, Any], dst: dict[str, Any]) -> dict[str, Any]:
     if src.get("_meta") is not None:
         dst["_meta"] = src["_meta"]
@@ -593,14 +607,8 @@ class AgentV1Translator:
         if variant == "config_option_update":
             self._set_agent_options(_list(obj, "configOptions", where))
             return [_copy_meta(obj, self._option_update())]
-        if variant == "session_info_update":
-            _opt_str(obj, "title", where)
-            _opt_str(obj, "updatedAt", where)
-            return [dict(obj)]
-        if variant == "usage_update":
-            _uint(obj, "used", where)
-            _uint(obj, "size", where)
-            return [dict(obj)]
+        if variant in _SAME_IN_BOTH:
+            return [_same_in_both(variant, obj, where)]
         if variant in V2_UPDATES:
             _bad(where, f"'{variant}' is not a v1 session update")
         return [dict(obj)]
@@ -1044,14 +1052,8 @@ class ClientV1Renderer:
             return [self._commands(obj)]
         if variant == "config_option_update":
             return self._config_options(obj)
-        if variant == "session_info_update":
-            _opt_str(obj, "title", where)
-            _opt_str(obj, "updatedAt", where)
-            return [dict(obj)]
-        if variant == "usage_update":
-            _uint(obj, "used", where)
-            _uint(obj, "size", where)
-            return [dict(obj)]
+        if variant in _SAME_IN_BOTH:
+            return [_same_in_both(variant, obj, where)]
         # state_update is implicit in v1; _x and future variants have no v1 form.
         return []
 
