@@ -504,6 +504,20 @@ class RawClient:
             lambda: any(m.get("id") == want and "method" not in m for m in self.messages)
         )
 
+    async def attach(self, session_id: str) -> None:
+        """Initialize (v2) and attach to ``session_id`` live, waiting for both answers."""
+        await self.call(
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 2}}
+        )
+        await self.call(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/resume",
+                "params": {"sessionId": session_id, "cwd": "/"},
+            }
+        )
+
     async def drain(self) -> tuple[list[dict[str, Any]], int | None]:
         """Read everything until the server closes; return the messages and the close code."""
         await self._pump(lambda: self.protocol.close_rcvd is not None, timeout=60)

@@ -172,22 +172,7 @@ async def test_a_peer_that_stops_answering_pings_is_dropped() -> None:
     async with running_hub([scripted_agent()], settings) as hub, acp_client(hub.url) as watcher:
         sid = await watcher.new_session()
         async with RawClient(hub.url) as dead:
-            await dead.call(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {"protocolVersion": 2},
-                }
-            )
-            await dead.call(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 2,
-                    "method": "session/resume",
-                    "params": {"sessionId": sid, "cwd": "/"},
-                }
-            )
+            await dead.attach(sid)
 
             def attached() -> int:
                 presence = watcher.fold(sid).hub("_hub_presence") or {}
@@ -234,22 +219,7 @@ async def test_a_backed_up_client_that_vanishes_is_dropped_quietly(
     async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as watcher:
         sid = await watcher.new_session()
         async with RawClient(hub.url) as gone:
-            await gone.call(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {"protocolVersion": 2},
-                }
-            )
-            await gone.call(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 2,
-                    "method": "session/resume",
-                    "params": {"sessionId": sid, "cwd": "/"},
-                }
-            )
+            await gone.attach(sid)
             await watcher.prompt(sid, "stream 3000 400")
             await watcher.wait_for(lambda: watcher.last_seq(sid) > 1500)
             gone.sock.close()  # mid-stream, with frames queued for it
