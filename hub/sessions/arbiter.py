@@ -175,8 +175,3 @@ def pending_only(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ):
             kept.append(update)
     return kept
-
-
-def updates_message(update: Mapping[str, Any], message_id: str) -> bool:
-    """Whether ``update`` belongs to message ``message_id`` (chunks, upserts, attribution)."""
-    return update.get("messageId") == message_id

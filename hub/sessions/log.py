@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 EpochT = int
 
@@ -22,6 +21,10 @@ EpochT = int
 def new_epoch() -> EpochT:
     """A fresh epoch: milliseconds since the Unix epoch (unique enough across restarts)."""
     return time.time_ns() // 1_000_000
+
+
+_Row = tuple[int, str | None, bytes, tuple[bytes, ...], tuple[bytes, ...], str | None, int]
+"""An event as the log keeps it: (seq, message_id, v2, v1, v1_hub, origin, size)."""
 
 
 @dataclass(slots=True)
@@ -35,11 +38,12 @@ class Event:
     rendering, which ``v1_hub`` carries wrapped as ``_hub_v2`` so that the seqs a client
     sees stay contiguous. All frames of one event carry the event's ``seq``. ``origin`` is
     the client id of the connection that caused the event, when there is one (used to spare
-    a v1 client the echo of its own prompt).
+    a v1 client the echo of its own prompt). ``message_id`` is the update's ``messageId``
+    (replay from a message, ``session/attach`` with ``history: "message"``).
     """
 
     seq: int
-    update: dict[str, Any]
+    message_id: str | None
     v2: bytes
     v1: tuple[bytes, ...]
     v1_hub: tuple[bytes, ...]
@@ -56,15 +60,30 @@ class Event:
             return ()  # a v1 client renders its own prompt itself
         return self.v1_hub if hub_events else self.v1
 
+    def row(self) -> _Row:
+        return (self.seq, self.message_id, self.v2, self.v1, self.v1_hub, self.origin, self.size)
+
+    @classmethod
+    def of(cls, row: _Row) -> Event:
+        return cls(row[0], row[1], row[2], row[3], row[4], row[5])
+
 
 class EventLog:
-    """The retained tail of a session's events; see the module docstring."""
+    """The retained tail of a session's events; see the module docstring.
+
+    The log keeps each event as a plain tuple of bytes, strings and ints (``Event.row``),
+    not as an object: Python's garbage collector stops tracking such tuples, so a full
+    collection does not walk every retained event. With a few hundred sessions holding
+    thousands of events each, tracked events made every full collection pause the hub for a
+    tenth of a second and more, growing with the log. ``after`` builds ``Event`` objects on
+    demand.
+    """
 
     def __init__(self, *, max_events: int, max_bytes: int, epoch: EpochT | None = None) -> None:
         self.epoch: EpochT = new_epoch() if epoch is None else epoch
         self._max_events = max_events
         self._max_bytes = max_bytes
-        self._events: list[Event] = []
+        self._events: list[_Row] = []
         self._head = 0  # index of the oldest retained event in _events
         self._bytes = 0
         self._last_seq = 0
@@ -78,7 +97,7 @@ class EventLog:
     def first_retained(self) -> int:
         """The seq of the oldest retained event (``last_seq + 1`` when none is retained)."""
         if self._head < len(self._events):
-            return self._events[self._head].seq
+            return self._events[self._head][0]
         return self._last_seq + 1
 
     @property
@@ -97,7 +116,7 @@ class EventLog:
         """Append ``event``, whose seq must be ``next_seq()``, and trim the tail."""
         if event.seq != self._last_seq + 1:
             raise ValueError(f"seq {event.seq} appended after {self._last_seq}")
-        self._events.append(event)
+        self._events.append(event.row())
         self._last_seq = event.seq
         self._bytes += event.size
         self._trim()
@@ -106,7 +125,7 @@ class EventLog:
         while self.retained > 1 and (
             self.retained > self._max_events or self._bytes > self._max_bytes
         ):
-            self._bytes -= self._events[self._head].size
+            self._bytes -= self._events[self._head][6]
             self._head += 1
         if self._head > 1024 and self._head * 2 > len(self._events):
             del self._events[: self._head]
@@ -121,4 +140,12 @@ class EventLog:
         if not self.covers(after):
             return None
         start = self._head + (after + 1 - self.first_retained)
-        return self._events[start:]
+        return [Event.of(row) for row in self._events[start:]]
+
+    def last_of_message(self, message_id: str) -> int | None:
+        """The seq of the newest retained event of message ``message_id``."""
+        for index in range(len(self._events) - 1, self._head - 1, -1):
+            row = self._events[index]
+            if row[1] == message_id:
+                return row[0]
+        return None

@@ -241,9 +241,10 @@ class Session:
             v1_hub = (self._frame({"sessionUpdate": "_hub_v2", "update": update}, meta),)
         else:
             v1_hub = v1
+        message_id = update.get("messageId")
         event = Event(
             seq,
-            update,
+            message_id if isinstance(message_id, str) else None,
             v2,
             v1,
             v1_hub,
@@ -295,7 +296,7 @@ class Session:
         elif replay == "pending_only":
             replay_frames = self._replay_frames(client, arbiter.pending_only(compact(self.state)))
         elif replay == "message" and message_id is not None:
-            last = self._last_event_of(message_id)
+            last = self.log.last_of_message(message_id)
             events = None if last is None else self.log.after(last)
             if events is None:
                 replay_frames = self._reset_frames(client, self.log.epoch, 0)
@@ -311,14 +312,6 @@ class Session:
         since = previous.since if previous is not None and previous.role == effective else now_iso()
         self.attached[client.client_id] = Attachment(client, since, effective, via_attach)
         return cursor
-
-    def _last_event_of(self, message_id: str) -> int | None:
-        """The seq of the newest retained event of message ``message_id``."""
-        events = self.log.after(self.log.first_retained - 1) or []
-        for event in reversed(events):
-            if arbiter.updates_message(event.update, message_id):
-                return event.seq
-        return None
 
     def announce(self, client: ClientHandle) -> None:
         """After the attach response was queued: tell everyone who joined, and offer the new

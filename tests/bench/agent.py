@@ -14,8 +14,9 @@ text is empty) holds ``key=value`` words:
 The prompt is accepted at once (v2: ``{}``), then the agent sends ``user_message``,
 ``state_update running``, ``count`` ``agent_message_chunk`` updates whose text starts with
 ``payload.marker`` (its own number and the monotonic send time), and ``state_update idle``
-with ``end_turn`` (``cancelled`` after ``session/cancel``). One scheduler ticks every
-millisecond or so and writes every update that is due, for all sessions, in one write.
+with ``end_turn`` (``cancelled`` after ``session/cancel``). One scheduler wakes when
+the next update is due (at most once a millisecond) and writes every update that is due,
+for all sessions, in one write.
 
 ``ACP_HUB_BENCH_AGENT_CPUS`` (comma-separated CPU numbers) pins the agent, so that it does not
 share the server's core.
@@ -24,6 +25,7 @@ share the server's core.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 import os
 import sys
@@ -48,6 +50,9 @@ from tests.bench.payload import (
 
 __all__ = ["main"]
 
+TICK = 0.001
+"""The scheduler's shortest sleep: updates due within it are written together."""
+
 
 @dataclass
 class _Stream:
@@ -71,6 +76,8 @@ class _Agent:
         self.turns = itertools.count(1)
         self.streams: dict[str, _Stream] = {}
         self.wake = asyncio.Event()
+        self.due: list[tuple[float, int, str]] = []
+        self.order = itertools.count()
 
     def write(self, lines: list[bytes]) -> None:
         if lines:
@@ -99,6 +106,7 @@ class _Agent:
                 stream = self.streams.get(str(params.get("sessionId")))
                 if stream is not None:
                     stream.cancelled = True
+                    heapq.heappush(self.due, (now(), next(self.order), stream.session_id))
                     self.wake.set()
             return
         result: dict[str, Any] | None = None
@@ -150,39 +158,55 @@ class _Agent:
         running = {"sessionUpdate": "state_update", "state": "running"}
         self.write([self.update(session_id, user), self.update(session_id, running)])
         self.streams[session_id] = stream
+        heapq.heappush(self.due, (stream.start, next(self.order), session_id))
         self.wake.set()
 
+    def _line_for(self, sid: str, s: _Stream) -> bytes:
+        s.sent += 1
+        mid = f"t{s.turn}-m{(s.sent - 1) // s.per_message:06d}"
+        text = pad_text(marker(s.sent, now()), s.overhead, s.size)
+        update: dict[str, object]
+        if s.variant == "title":
+            update = {"sessionUpdate": "session_info_update", "title": text}
+        else:
+            update = chunk_update(mid, text)
+        return self.update(sid, update)
+
+    def _finish(self, sid: str, s: _Stream, lines: list[bytes]) -> None:
+        reason = "cancelled" if s.cancelled else "end_turn"
+        idle = {"sessionUpdate": "state_update", "state": "idle", "stopReason": reason}
+        lines.append(self.update(sid, idle))
+        del self.streams[sid]
+
     def due_lines(self) -> tuple[list[bytes], float]:
-        """Every update that is due now, and how long until the next one is."""
+        """Every update that is due now, and how long until the next one is.
+
+        Streams wait in a heap ordered by when their next update is due, so that a tick
+        costs what is due, not one look at every stream (200 streams at 24 updates/s each
+        would otherwise cost a pass over all of them for each of 4,800 updates a second).
+        """
         lines: list[bytes] = []
-        wait = 1.0
         t = now()
-        for sid, s in list(self.streams.items()):
+        heap = self.due
+        while heap and (heap[0][0] <= t or self.streams.get(heap[0][2]) is None):
+            _, _, sid = heapq.heappop(heap)
+            s = self.streams.get(sid)
+            if s is None:
+                continue
             if s.cancelled:
-                due = s.sent
-            elif s.rate <= 0:
-                due = min(s.count, s.sent + 200)
-            else:
-                due = min(s.count, int((t - s.start) * s.rate) + 1)
-            while s.sent < due:
-                s.sent += 1
-                mid = f"t{s.turn}-m{(s.sent - 1) // s.per_message:06d}"
-                text = pad_text(marker(s.sent, now()), s.overhead, s.size)
-                update: dict[str, object]
-                if s.variant == "title":
-                    update = {"sessionUpdate": "session_info_update", "title": text}
-                else:
-                    update = chunk_update(mid, text)
-                lines.append(self.update(sid, update))
-            if s.cancelled or s.sent >= s.count:
-                reason = "cancelled" if s.cancelled else "end_turn"
-                idle = {"sessionUpdate": "state_update", "state": "idle", "stopReason": reason}
-                lines.append(self.update(sid, idle))
-                del self.streams[sid]
-            elif s.rate <= 0:
-                wait = 0.0
-            else:
-                wait = min(wait, max(0.0, s.start + s.sent / s.rate - now()))
+                self._finish(sid, s, lines)
+                continue
+            target = s.count if s.rate <= 0 else min(s.count, int((t - s.start) * s.rate) + 1)
+            if s.rate <= 0:
+                target = min(s.count, s.sent + 200)
+            while s.sent < target:
+                lines.append(self._line_for(sid, s))
+            if s.sent >= s.count:
+                self._finish(sid, s, lines)
+                continue
+            due = t if s.rate <= 0 else s.start + s.sent / s.rate
+            heapq.heappush(heap, (due, next(self.order), sid))
+        wait = max(0.0, heap[0][0] - now()) if heap else 1.0
         return lines, wait
 
     async def pump(self) -> None:
@@ -192,10 +216,16 @@ class _Agent:
             if not self.streams:
                 self.wake.clear()
                 await self.wake.wait()
-            elif wait <= 0:
+            elif self.wake.is_set():
+                self.wake.clear()
                 await asyncio.sleep(0)
             else:
-                await asyncio.sleep(wait)
+                # Sleep at least a millisecond: updates due within it go out in one write.
+                try:
+                    await asyncio.wait_for(self.wake.wait(), max(TICK, wait))
+                except TimeoutError:
+                    pass
+                self.wake.clear()
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,7 +247,12 @@ def problems(name: str, result: dict[str, Any]) -> list[str]:
 
 
 def run_all(
-    names: list[str], table: dict[str, dict[str, Any]], runs: int, place: Placement, quick: bool
+    names: list[str],
+    table: dict[str, dict[str, Any]],
+    runs: int,
+    place: Placement,
+    quick: bool,
+    servers: Sequence[str] = ("baseline", "hub"),
 ) -> list[Outcome]:
     """Every scenario in ``names``, ``runs`` times each, interleaving baseline and hub."""
     logs = Path(tempfile.mkdtemp(prefix="acp-hub-bench-"))
@@ -262,7 +267,7 @@ def run_all(
             params["rate"] = round(total / (params["sessions"] * params["observers"]), 1)
         params.setdefault("size", 280)
         outcome = Outcome(name, params)
-        kinds = ["hub"] if name in HUB_ONLY else ["baseline", "hub"]
+        kinds = [k for k in (["hub"] if name in HUB_ONLY else ["baseline", "hub"]) if k in servers]
         for run in range(runs):
             order = kinds if run % 2 == 0 else kinds[::-1]
             results: dict[str, dict[str, Any]] = {}
@@ -578,6 +583,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", help="comma-separated subset, e.g. S1,S8")
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
     parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME.KEY=VALUE",
+        help="override a scenario parameter (a JSON value), e.g. S2.rate=23.8",
+    )
+    parser.add_argument("--kinds", help="servers to run: baseline,hub (default both)")
+    parser.add_argument(
         "--report-from",
         type=Path,
         nargs="+",
@@ -587,7 +600,11 @@ def main(argv: list[str] | None = None) -> int:
     # Turn SIGTERM into SystemExit, so that the running server is stopped on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     raise_nofile()
-    table = QUICK if args.quick else FULL
+    table = {k: dict(v) for k, v in (QUICK if args.quick else FULL).items()}
+    for item in args.set:
+        target, _, value = item.partition("=")
+        name, _, key = target.partition(".")
+        table[name][key] = json.loads(value)
     names = args.scenarios.split(",") if args.scenarios else list(table)
     runs = args.runs or (1 if args.quick else 3)
     place = Placement.choose(not args.no_pin)
@@ -600,7 +617,8 @@ def main(argv: list[str] | None = None) -> int:
         outcomes = list({o.name: o for o in outcomes}.values())
         runs = max(len(o.runs) for o in outcomes)
     else:
-        outcomes = run_all(names, table, runs, place, args.quick)
+        kinds = args.kinds.split(",") if args.kinds else ["baseline", "hub"]
+        outcomes = run_all(names, table, runs, place, args.quick, kinds)
     text = report(outcomes, runs, place, args.quick)
     if args.out:
         args.out.write_text(text)

@@ -1,0 +1,72 @@
+"""The event log: seqs without holes, a bounded tail, and events the garbage collector skips."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from hub.sessions.log import Event, EventLog
+
+
+def _event(seq: int, message_id: str | None = None, size: int = 10) -> Event:
+    return Event(seq, message_id, b"x" * size, (b"v1",), (b"v1",))
+
+
+def test_append_requires_the_next_seq() -> None:
+    log = EventLog(max_events=10, max_bytes=1 << 20)
+    log.append(_event(1))
+    with pytest.raises(ValueError, match="appended after"):
+        log.append(_event(3))
+    assert log.last_seq == 1
+    assert log.next_seq() == 2
+
+
+def test_tail_is_bounded_by_count_and_bytes() -> None:
+    log = EventLog(max_events=5, max_bytes=1 << 20)
+    for seq in range(1, 3001):
+        log.append(_event(seq))
+    assert log.retained == 5
+    assert log.first_retained == 2996
+    assert not log.covers(2994)
+    assert log.covers(2995)
+    assert [e.seq for e in log.after(2995) or []] == [2996, 2997, 2998, 2999, 3000]
+    assert log.after(10) is None
+    by_bytes = EventLog(max_events=1000, max_bytes=3 * (100 + 2 + 64))
+    for seq in range(1, 11):
+        by_bytes.append(_event(seq, size=100))
+    assert by_bytes.retained == 3
+    assert by_bytes.retained_bytes == 3 * (100 + 2 + 64)
+
+
+def test_after_rebuilds_the_events_it_was_given() -> None:
+    log = EventLog(max_events=10, max_bytes=1 << 20)
+    first = Event(1, "m1", b"v2", (), (b"hub",), origin="c1")
+    log.append(first)
+    assert log.after(0) == [first]
+    assert first.for_v1("c1", True) == ()
+    assert first.for_v1("c2", True) == (b"hub",)
+
+
+def test_last_of_message_finds_the_newest_retained_event() -> None:
+    log = EventLog(max_events=4, max_bytes=1 << 20)
+    for seq, mid in enumerate(["a", "b", "a", None, "b", "a"], start=1):
+        log.append(_event(seq, mid))
+    assert log.last_of_message("a") == 6
+    assert log.last_of_message("b") == 5
+    log.append(_event(7, "c"))
+    log.append(_event(8, "c"))
+    log.append(_event(9, "c"))
+    log.append(_event(10, "c"))
+    assert log.last_of_message("b") is None  # trimmed away
+    assert log.last_of_message("c") == 10
+
+
+def test_retained_events_are_not_tracked_by_the_garbage_collector() -> None:
+    """A full collection must not walk every retained event (it paused the hub)."""
+    log = EventLog(max_events=100_000, max_bytes=1 << 30)
+    for seq in range(1, 2001):
+        log.append(Event(seq, f"m{seq // 100}", b"{}", (b"{}",), (b"{}",), origin="c1"))
+    gc.collect()
+    tracked = [seq for seq in range(2000) if gc.is_tracked(log._events[seq])]
+    assert tracked == []
