@@ -58,6 +58,9 @@ class Settings:
     lease_timeout: float = 300.0
     """A prompt lease expires after this many seconds without activity from its holder."""
     max_queued_prompts: int = 32
+    presence_viewers: int = 100
+    """``_hub_presence`` lists viewers one by one while a session has at most this many;
+    beyond it, viewers are only counted (clients of other roles are always listed)."""
 
     # Web.
     embed_origins: tuple[str, ...] = ()
@@ -95,6 +98,8 @@ class Settings:
             raise ValueError(f"prompt_policy must be one of {PROMPT_POLICIES}")
         if self.permission_policy not in PERMISSION_POLICIES:
             raise ValueError(f"permission_policy must be one of {PERMISSION_POLICIES}")
+        if self.presence_viewers < 0:
+            raise ValueError("presence_viewers must not be negative")
         for name in ("outbox_bytes", "max_frame_bytes", "retained_events", "max_line_bytes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")

@@ -431,6 +431,20 @@ class SessionState:
     def _fold_hub_snapshot(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
         self._hub[variant] = _payload(update)
 
+    def _fold_hub_presence(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
+        """The full form replaces; the delta form removes ``removed``, then replaces or
+        appends each record of ``added`` (by ``clientId``). Either way the state keeps the
+        full form: the list, the counts and what caused the latest change."""
+        payload = _payload(update)
+        if "clients" not in payload:
+            clients = {c["clientId"]: c for c in self._hub.get(variant, {}).get("clients", ())}
+            for client_id in payload.pop("removed"):
+                clients.pop(client_id, None)
+            for record in payload.pop("added"):
+                clients[record["clientId"]] = record
+            payload = {"clients": list(clients.values()), **payload}
+        self._hub[variant] = payload
+
     def _fold_hub_prompt(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
         self._prompts[update["messageId"]] = _payload(update)
 
@@ -739,9 +753,21 @@ def _check_state_update(variant: str, update: Mapping[str, Any]) -> None:
 
 
 def _check_presence(variant: str, update: Mapping[str, Any]) -> None:
-    for client in _check_list(update.get("clients"), variant, "clients"):
+    """The full form has ``clients``; the delta form ``added`` and ``removed`` instead."""
+    if "clients" in update or "added" not in update:
+        records = _check_list(update.get("clients"), variant, "clients")
+    else:
+        records = _check_list(update.get("added"), variant, "added")
+        for client_id in _check_list(update.get("removed"), variant, "removed"):
+            if not isinstance(client_id, str):
+                _fail(variant, "'removed' must list client ids (strings)")
+    for client in records:
         if not isinstance(client, Mapping) or not isinstance(client.get("clientId"), str):
             _fail(variant, "a client needs a string 'clientId'")
+    for key in ("count", "viewers"):
+        value = update.get(key)
+        if value is not None and not _is_int(value):
+            _fail(variant, f"'{key}' must be an integer")
 
 
 def _check_queue(variant: str, update: Mapping[str, Any]) -> None:
@@ -806,7 +832,6 @@ _Fold = Callable[[SessionState, str, Mapping[str, Any], Any], None]
 
 # The hub's snapshot variants: each replaces the previous one of its name.
 _HUB_SNAPSHOTS: Final[dict[str, _Check]] = {
-    "_hub_presence": _check_presence,
     "_hub_queue": _check_queue,
     "_hub_agent": _check_agent,
     "_hub_lease": _check_lease,
@@ -831,6 +856,7 @@ _VARIANTS: Final[dict[str, tuple[_Check, _Fold]]] = {
     "usage_update": (_check_usage_update, _S._fold_usage_update),
     "state_update": (_check_state_update, _S._fold_state_update),
     **{name: (check_hub, _S._fold_hub_snapshot) for name, check_hub in _HUB_SNAPSHOTS.items()},
+    "_hub_presence": (_check_presence, _S._fold_hub_presence),
     "_hub_prompt": (_check_hub_prompt, _S._fold_hub_prompt),
     "_hub_permission": (_check_hub_permission, _S._fold_hub_permission),
     "_hub_reset": (_check_hub_reset, _S._fold_hub_reset),

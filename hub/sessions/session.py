@@ -189,6 +189,9 @@ class Session:
         self._send_next: Callable[[], None] | None = None
         self._spawn: Callable[[Callable[[], Awaitable[None]], str], None] | None = None
         self._presence_changes: list[dict[str, Any]] = []
+        self._presence_listed: dict[str, dict[str, Any]] = {}
+        """The client records the last ``_hub_presence`` left listed, by client id."""
+        self._presence_counts = (0, 0)
         self._presence_flush_pending = False
         self._presence_next = 0.0
 
@@ -376,13 +379,14 @@ class Session:
 
         self._spawn(flush_later, f"presence {self.id}")
 
-    def _flush_presence(self) -> None:
-        changes, self._presence_changes = self._presence_changes, []
-        if not changes:
-            return
-        self._presence_next = time.monotonic() + PRESENCE_INTERVAL
-        clients = [
-            {
+    def _presence_listing(self) -> tuple[dict[str, dict[str, Any]], int]:
+        """The client records presence lists now (by id, in attach order) and the number of
+        attached viewers. Viewers are listed only while there are at most
+        ``presence_viewers`` of them: an audience of thousands is counted, not listed."""
+        viewers = sum(1 for a in self.attached.values() if a.role == "viewer")
+        list_viewers = viewers <= self.settings.presence_viewers
+        listed = {
+            a.client.client_id: {
                 "clientId": a.client.client_id,
                 "name": a.client.name,
                 "role": a.role,
@@ -390,12 +394,49 @@ class Session:
                 "protocolVersion": a.client.version,
             }
             for a in self.attached.values()
+            if list_viewers or a.role != "viewer"
+        }
+        return listed, viewers
+
+    def _flush_presence(self) -> None:
+        """Emit one ``_hub_presence`` delta for the changes since the last one.
+
+        The event carries ``added`` (records of clients listed now that were not, or whose
+        record changed), ``removed`` (ids no longer listed), ``count`` (attached clients) and
+        ``viewers`` (attached viewers), and says what caused it: ``joined`` or ``left`` with
+        ``reason``, or ``changes`` when several were coalesced (listed clients only). Folding
+        the deltas from the start gives the full ``clients`` list, which is what compaction
+        (replay, resets) sends; each client receives each join once, not the whole list.
+        """
+        changes, self._presence_changes = self._presence_changes, []
+        if not changes:
+            return
+        listed, viewers = self._presence_listing()
+        before = self._presence_listed
+        counts = (len(self.attached), viewers)
+        added = [record for cid, record in listed.items() if before.get(cid) != record]
+        removed = [cid for cid in before if cid not in listed]
+        if not added and not removed and counts == self._presence_counts:
+            return
+        self._presence_listed = listed
+        self._presence_counts = counts
+        self._presence_next = time.monotonic() + PRESENCE_INTERVAL
+        shown = [
+            c
+            for c in changes
+            if (c.get("joined") in listed) or (c.get("left") in before and c["left"] not in listed)
         ]
-        update: dict[str, Any] = {"sessionUpdate": "_hub_presence", "clients": clients}
-        if len(changes) == 1:
-            update.update(changes[0])
-        else:
-            update["changes"] = changes
+        update: dict[str, Any] = {
+            "sessionUpdate": "_hub_presence",
+            "added": added,
+            "removed": removed,
+            "count": counts[0],
+            "viewers": counts[1],
+        }
+        if len(shown) == 1:
+            update.update(shown[0])
+        elif shown:
+            update["changes"] = shown
         self.emit(update)
 
     @property

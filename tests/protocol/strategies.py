@@ -417,6 +417,18 @@ def hub_updates(*, reset: bool = True) -> st.SearchStrategy[Update]:
             st.lists(clients, max_size=3),
         ),
         st.builds(
+            lambda added, removed, n: {
+                "sessionUpdate": "_hub_presence",
+                "added": added,
+                "removed": removed,
+                "count": n,
+                "viewers": 0,
+            },
+            st.lists(clients, max_size=3),
+            st.lists(st.sampled_from(CLIENT_IDS), max_size=2),
+            st.integers(0, 5),
+        ),
+        st.builds(
             lambda qs: {
                 "sessionUpdate": "_hub_queue",
                 "entries": [

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hub.protocol.compact import compact
 from hub.protocol.errors import InvalidParams
 from hub.protocol.state import SessionState
 from tests.protocol import strategies as sts
@@ -437,6 +438,35 @@ def test_hub_snapshots_replace(name: str) -> None:
     assert state.hub("_hub_other") is None
 
 
+def test_presence_deltas_fold_into_the_full_list() -> None:
+    def rec(cid: str, role: str = "viewer") -> dict[str, str]:
+        return {"clientId": cid, "name": cid, "role": role}
+
+    def delta(added: list[Any], removed: list[str], **cause: Any) -> dict[str, Any]:
+        n = len(added)
+        return {"sessionUpdate": "_hub_presence", "added": added, "removed": removed,
+                "count": n, "viewers": n, **cause}  # fmt: skip
+
+    state = fold(
+        delta([rec("a"), rec("b")], [], changes=[{"joined": "a"}, {"joined": "b"}]),
+        delta([rec("c")], [], joined="c"),
+        delta([rec("a", "driver")], ["b"], left="b", reason="detached"),
+        delta([], ["nobody"]),
+    )
+    presence = state.hub("_hub_presence")
+    assert presence is not None
+    # `a` keeps its place with its new record, `b` is gone, unknown ids are ignored, and
+    # only the latest change's cause is kept.
+    assert presence["clients"] == [rec("a", "driver"), rec("c")]
+    assert "left" not in presence
+    assert "changes" not in presence
+    # The full form replaces the list, and compaction sends the full form.
+    replaced = fold(delta([rec("x")], []), {"sessionUpdate": "_hub_presence", "clients": []})
+    assert replaced.hub("_hub_presence") == {"clients": []}
+    compacted = [u for u in compact(state) if u["sessionUpdate"] == "_hub_presence"]
+    assert compacted == [{"sessionUpdate": "_hub_presence", **presence}]
+
+
 def test_lease_can_be_released() -> None:
     state = fold(HUB["_hub_lease"], {"sessionUpdate": "_hub_lease", "holder": None})
     assert state.hub("_hub_lease") == {"holder": None}
@@ -580,6 +610,10 @@ MALFORMED: list[Any] = [
     {"sessionUpdate": "state_update", "state": "idle", "stopReason": 1},
     {"sessionUpdate": "_hub_presence", "clients": [{"name": "no id"}]},
     {"sessionUpdate": "_hub_presence"},
+    {"sessionUpdate": "_hub_presence", "added": [{"clientId": "c"}]},
+    {"sessionUpdate": "_hub_presence", "added": [{"name": "no id"}], "removed": []},
+    {"sessionUpdate": "_hub_presence", "added": [], "removed": [1]},
+    {"sessionUpdate": "_hub_presence", "clients": [], "count": "2"},
     {"sessionUpdate": "_hub_queue", "entries": [{}]},
     {"sessionUpdate": "_hub_prompt", "messageId": "m"},
     {"sessionUpdate": "_hub_prompt", "messageId": "m", "clientId": "c", "name": 1},

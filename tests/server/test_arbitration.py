@@ -6,6 +6,7 @@ example agent), real WebSocket clients of both protocol versions in every scenar
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from collections.abc import Callable
@@ -838,6 +839,13 @@ def presence(client: AcpClient, sid: str) -> list[dict[str, Any]]:
     return hub_updates(client, sid, "_hub_presence")
 
 
+def listed(client: AcpClient, sid: str) -> list[dict[str, Any]]:
+    """The client list folded from a v2 client's presence deltas."""
+    folded = client.fold(sid).hub("_hub_presence") or {}
+    clients: list[dict[str, Any]] = folded.get("clients", [])
+    return clients
+
+
 async def test_presence_lists_clients_and_records_joins_and_leaves() -> None:
     async with (
         running_hub([scripted_agent()]) as hub,
@@ -849,10 +857,8 @@ async def test_presence_lists_clients_and_records_joins_and_leaves() -> None:
             watcher_cm = acp_client(hub.url, 2, role="viewer")
             async with watcher_cm as watcher:
                 await watcher.call("session/attach", {"sessionId": sid, "historyPolicy": "none"})
-                await alice.wait_for(
-                    lambda: client_id(watcher) in str(presence(alice, sid)[-1]["clients"])
-                )
-                clients = {c["clientId"]: c for c in presence(alice, sid)[-1]["clients"]}
+                await alice.wait_for(lambda: client_id(watcher) in str(listed(alice, sid)))
+                clients = {c["clientId"]: c for c in listed(alice, sid)}
                 assert clients[client_id(alice)]["name"] == "alice"
                 assert clients[client_id(alice)]["role"] == "owner"
                 assert clients[client_id(bob)]["name"] == "bob"
@@ -869,12 +875,17 @@ async def test_presence_lists_clients_and_records_joins_and_leaves() -> None:
                     if "joined" in change
                 ]
                 assert joins == [client_id(alice), client_id(bob), client_id(watcher)]
+                # Each event carries what changed, not the whole list again.
+                added = [c["clientId"] for p in presence(alice, sid) for c in p["added"]]
+                assert added == [client_id(alice), client_id(bob), client_id(watcher)]
+                assert all("clients" not in p for p in presence(alice, sid))
             await bob.wait_for(
                 lambda: any(p.get("left") == client_id(watcher) for p in presence(bob, sid))
             )
             left = next(p for p in presence(bob, sid) if p.get("left") == client_id(watcher))
             assert left["reason"] == "disconnected"
-            assert client_id(watcher) not in {c["clientId"] for c in left["clients"]}
+            assert left["removed"] == [client_id(watcher)]
+            assert left["count"] == 2
         await alice.wait_for(
             lambda: any(p.get("left") == client_id(bob) for p in presence(alice, sid))
         )
@@ -883,6 +894,49 @@ async def test_presence_lists_clients_and_records_joins_and_leaves() -> None:
             await resume(late, sid, replayFrom={"type": "start"})
             replayed = presence(late, sid)[0]
             assert [c["clientId"] for c in replayed["clients"]] == [client_id(alice)]
+
+
+async def test_presence_counts_an_audience_instead_of_listing_it() -> None:
+    settings = Settings(presence_viewers=2)
+    async with (
+        running_hub([scripted_agent()], settings) as hub,
+        acp_client(hub.url, 2, name="alice") as alice,
+    ):
+        sid = await alice.new_session()
+        async with contextlib.AsyncExitStack() as stack:
+            viewers = []
+            for n in range(3):
+                viewer = await stack.enter_async_context(
+                    acp_client(hub.url, 2, role="viewer", name=f"v{n}")
+                )
+                await resume(viewer, sid)
+                viewers.append(viewer)
+                if n < 2:
+                    # Up to the limit, viewers are listed one by one.
+                    await alice.wait_for(
+                        partial(lambda want: len(listed(alice, sid)) == want, n + 2)
+                    )
+            # The third viewer passes the limit: viewers are counted, not listed.
+            await alice.wait_for(lambda: (presence(alice, sid) or [{}])[-1].get("viewers") == 3)
+            last = presence(alice, sid)[-1]
+            assert last["count"] == 4
+            assert [c["clientId"] for c in listed(alice, sid)] == [client_id(alice)]
+            assert sorted(last["removed"]) == sorted(client_id(v) for v in viewers[:2])
+            # A driver is listed whatever the size of the audience.
+            async with acp_client(hub.url, 2, role="driver", name="dan") as dan:
+                await resume(dan, sid)
+                await alice.wait_for(lambda: len(listed(alice, sid)) == 2)
+                assert listed(alice, sid)[-1]["name"] == "dan"
+                # A late joiner's replay holds the same list and counts.
+                async with acp_client(hub.url, 2) as late:
+                    await resume(late, sid, replayFrom={"type": "start"})
+                    replayed = presence(late, sid)[0]
+                    assert [c["name"] for c in replayed["clients"]] == ["alice", "dan"]
+                    assert replayed["viewers"] == 3
+                    assert replayed["count"] == 5
+        # Back under the limit, the remaining viewers are listed again.
+        await alice.wait_for(lambda: (presence(alice, sid) or [{}])[-1].get("viewers") == 0)
+        assert [c["clientId"] for c in listed(alice, sid)] == [client_id(alice)]
 
 
 async def test_attach_history_policies_and_disconnect_notices() -> None:

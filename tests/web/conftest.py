@@ -39,9 +39,13 @@ def embedding() -> Iterator[Embedding]:
 
 @pytest.fixture(scope="session")
 def hub(embedding: Embedding, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
-    """``acp-hub demo --port 0`` with the scripted agent and one allowed embedding origin."""
+    """``acp-hub demo --port 0`` with the scripted agent, one allowed embedding origin and
+    ``presence_viewers = 1``."""
     config = tmp_path_factory.mktemp("hub") / "acp-hub.toml"
-    config.write_text(f'[hub]\nembed_origins = ["{embedding.allowed.origin}"]\n')
+    # One listed viewer at most, so that a test can see an audience counted, not listed.
+    config.write_text(
+        f'[hub]\nembed_origins = ["{embedding.allowed.origin}"]\npresence_viewers = 1\n'
+    )
     scripted = shlex.join([sys.executable, str(SCRIPTED), "--protocol", "2"])
     command = [
         sys.executable,

@@ -20,6 +20,31 @@ from tests.web.harness import (
 NewPage = Callable[..., Any]
 
 
+def test_presence_counts_viewers_past_the_listing_limit(hub: Hub, new_page: NewPage) -> None:
+    driver = new_page()
+    session = start_session(driver, hub.url, query="?name=alice")
+    first = new_page()
+    first.goto(f"{hub.url}/s/{session}?role=viewer&name=bob")
+    driver.wait_for_selector(".presence-client:has-text('bob')")
+    assert driver.locator(".presence-audience").count() == 0
+    # The hub lists one viewer at most (`presence_viewers = 1`): with a second one, both
+    # are counted instead, on every page, live and after a reload (replay).
+    second = new_page()
+    second.goto(f"{hub.url}/s/{session}?role=viewer&name=carol")
+    for page in (driver, first, second):
+        expect(page.locator(".presence-audience")).to_have_text("2 viewers")
+        expect(page.locator(".panel-people .panel-title")).to_have_text("People (3)")
+        expect(page.locator(".presence-client")).to_have_count(1)
+        expect(page.locator(".presence-client")).to_contain_text("alice")
+    second.close()
+    expect(driver.locator(".presence-client:has-text('bob')")).to_be_visible()
+    expect(driver.locator(".presence-audience")).to_have_count(0)
+    driver.reload()
+    driver.wait_for_selector("[data-connection=ready]")
+    expect(driver.locator(".presence-client:has-text('bob')")).to_be_visible()
+    expect(driver.locator(".panel-people .panel-title")).to_have_text("People (2)")
+
+
 def test_driver_and_viewer_share_prompt_queue_and_permission(hub: Hub, new_page: NewPage) -> None:
     driver = new_page()
     session = start_session(driver, hub.url, query="?name=alice")

@@ -103,8 +103,10 @@ export class SessionModel {
   usage;
   /** @type {{state: string, stopReason?: string | null} | null} */
   fg;
-  /** @type {any[]} */
+  /** @type {any[]} the listed clients (viewers only while the hub lists them) */
   presence;
+  /** @type {{count: number, viewers: number}} attached clients and viewers, listed or not */
+  presenceCounts;
   /** @type {any[]} */
   queue;
   /** @type {any} */
@@ -142,6 +144,7 @@ export class SessionModel {
     this.usage = null;
     this.fg = null;
     this.presence = [];
+    this.presenceCounts = { count: 0, viewers: 0 };
     this.queue = [];
     this.agent = null;
     this.lease = null;
@@ -238,10 +241,26 @@ export class SessionModel {
         this.fg = { state: String(update.state), stopReason: update.stopReason ?? null };
         this.dirty.add('state');
         break;
-      case '_hub_presence':
-        this.presence = Array.isArray(update.clients) ? update.clients : [];
+      case '_hub_presence': {
+        // The full form (replay) replaces the list; live events are deltas: drop `removed`,
+        // then replace or append each record of `added`, keeping places.
+        if (Array.isArray(update.clients)) {
+          this.presence = update.clients;
+        } else {
+          const removed = new Set(Array.isArray(update.removed) ? update.removed : []);
+          /** @type {Map<string, any>} */
+          const byId = new Map(this.presence.filter((c) => !removed.has(c?.clientId)).map((c) => [c?.clientId, c]));
+          for (const record of Array.isArray(update.added) ? update.added : []) byId.set(record?.clientId, record);
+          this.presence = [...byId.values()];
+        }
+        const listedViewers = this.presence.filter((c) => c?.role === 'viewer').length;
+        this.presenceCounts = {
+          count: typeof update.count === 'number' ? update.count : this.presence.length,
+          viewers: typeof update.viewers === 'number' ? update.viewers : listedViewers,
+        };
         this.dirty.add('presence');
         break;
+      }
       case '_hub_queue':
         this.queue = Array.isArray(update.entries) ? update.entries : [];
         this.dirty.add('queue');

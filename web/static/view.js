@@ -988,9 +988,16 @@ export class SessionView {
       item.append(el('span', 'presence-name', `${String(client?.name ?? client?.clientId ?? '?')}${you}`), el('span', 'presence-role', String(client?.role ?? '')));
       list.append(item);
     }
+    const { count, viewers } = this.model.presenceCounts;
+    const unlisted = viewers - this.model.presence.filter((c) => c?.role === 'viewer').length;
+    if (unlisted > 0) {
+      // The hub counts a large audience instead of listing it.
+      list.append(el('li', 'presence-audience', `${unlisted} ${unlisted === 1 ? 'viewer' : 'viewers'}`));
+    }
+    const total = Math.max(count, this.model.presence.length);
     this.presencePanel.body.replaceChildren(list);
-    this.presencePanel.box.hidden = this.model.presence.length === 0;
-    this.presencePanel.box.querySelector('.panel-title')?.replaceChildren(`People (${this.model.presence.length})`);
+    this.presencePanel.box.hidden = total === 0;
+    this.presencePanel.box.querySelector('.panel-title')?.replaceChildren(`People (${total})`);
   }
 
   drawQueue() {
