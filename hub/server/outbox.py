@@ -12,6 +12,14 @@ its queue is dropped and it is closed with 1013; it reconnects and resumes with 
 nothing is lost for it and nobody else waits for it. Replay frames are queued ``bounded=False``:
 their size is the session state's, already capped by what the hub holds, and a large replay
 must not look like a slow consumer.
+
+A client that stops reading fills the kernel's buffers (megabytes on a fast link) before its
+outbox, and at a low rate that can take longer than the keepalive allows: its ping is stuck
+behind the data it has not read. The writer hands that timeout to the outbox
+(``FrameWriter.on_unanswered_ping``): a client that still has bytes to read is a slow consumer
+too (1013); one that has none did not answer at all (1011, keepalive ping timeout). Either way
+the close frame comes after everything already written to it, and the connection is aborted
+if it does not read that in ``transport.CLOSE_TIMEOUT`` seconds.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from hub.server.transport import FrameWriter, PeerGone
 log = logging.getLogger("hub.server")
 
 SLOW_CONSUMER = 1013
+KEEPALIVE_TIMEOUT = 1011
 
 
 class Outbox:
@@ -40,6 +49,7 @@ class Outbox:
         self._wakeup = anyio.Event()
         self._closing: tuple[int, str] | None = None
         self._done = False
+        writer.on_unanswered_ping(self._unanswered_ping)
 
     @property
     def queued_bytes(self) -> int:
@@ -85,6 +95,23 @@ class Outbox:
         if self._writer.close_now(code, reason):
             self._done = True
         self._wakeup.set()
+
+    def _unanswered_ping(self) -> None:
+        """The client did not answer a keepalive ping in time: close it, with 1013 if it has
+        not read what it was sent (the ping is behind it), else with 1011."""
+        if self._closing is not None or self._done:
+            return
+        behind = sum(len(frame) for frame, _ in self._queue) + self._writer.unread_bytes()
+        if behind > 0:
+            log.warning(
+                "! %s: slow consumer, no answer to a ping and %d bytes not read: closing with 1013",
+                self._name,
+                behind,
+            )
+            self.close(SLOW_CONSUMER, "slow consumer: resume with your cursor")
+        else:
+            log.info("! %s: no answer to a ping: closing with 1011", self._name)
+            self.close(KEEPALIVE_TIMEOUT, "keepalive ping timeout")
 
     def finish(self) -> None:
         """Stop the writer task after the queued frames (the connection is going away)."""

@@ -16,11 +16,23 @@ frame synchronously unless its transport is paused (over its high-water mark).
   transport like any ASGI send.
 * ``close_now(code, reason)`` sends a close frame even when the transport is paused (a slow
   consumer must still learn *why* it was dropped once it reads again), then gives the peer
-  ``close_timeout`` seconds before the connection is aborted.
+  ``close_timeout`` seconds (``CLOSE_TIMEOUT``) before the connection is aborted.
+* ``on_unanswered_ping(callback)`` takes over the server's keepalive timeout: the outbox, not
+  the server, decides how a client that does not answer a ping is closed (a client that stopped
+  reading is a slow consumer, 1013), and ``unread_bytes()`` tells how far behind it is.
+
+The close is graceful whatever stands before the close frame: the transport keeps *reading*
+until the client answers the close frame, and only then closes (uvicorn's closing handshake).
+A socket closed with unread incoming bytes (a late pong, the client's own close frame) is reset
+by the kernel, and a reset throws away everything not yet delivered: megabytes of frames a slow
+consumer was about to read, and the close frame behind them. uvicorn's own keepalive timeout
+does exactly that (it closes the transport, which stops reading, as soon as the ping times out),
+which is why the hub handles that timeout itself.
 
 The direct path relies on uvicorn internals (``protocol.conn``, ``protocol.transport``,
-``protocol.writable``). It is detected once per connection; with another server, or if uvicorn
-changes, every frame simply takes the general path: correct, a little slower.
+``protocol.writable``, ``protocol.keepalive_timeout``). It is detected once per connection;
+with another server, or if uvicorn changes, every frame simply takes the general path and the
+server's own keepalive stays in charge: correct, a little slower.
 """
 
 from __future__ import annotations
@@ -29,12 +41,39 @@ import asyncio
 import contextlib
 import logging
 import struct
+import sys
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from starlette.types import Message, Send
 from websockets.protocol import State
 
 log = logging.getLogger("hub.server")
+
+CLOSE_TIMEOUT = 10.0
+"""Seconds a client closed by the hub gets to read what was already written to it (the close
+frame last) and to answer the close frame; then its connection is aborted."""
+
+if sys.platform == "linux":
+    import fcntl
+    import termios
+
+    def _kernel_unsent(transport: Any) -> int:
+        """Bytes in the socket's send queue that the peer has not acknowledged (SIOCOUTQ)."""
+        sock = transport.get_extra_info("socket")
+        if sock is None:
+            return 0
+        try:
+            out = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
+        except (OSError, ValueError):
+            return 0
+        return max(0, int.from_bytes(out, sys.byteorder, signed=True))
+
+else:
+
+    def _kernel_unsent(transport: Any) -> int:
+        """Unknown on this platform."""
+        return 0
 
 
 _last_wire: list[bytes] = [b"", b""]
@@ -86,6 +125,18 @@ class FrameWriter(Protocol):
         ``aclose`` can do it."""
         ...
 
+    def unread_bytes(self) -> int:
+        """Bytes written for the client that it has not taken yet, as far as can be known:
+        the transport's buffer and, where the platform tells, the kernel's unacknowledged
+        bytes (0 when unknown)."""
+        ...
+
+    def on_unanswered_ping(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` instead of the server's own keepalive close when the client does
+        not answer a ping in time (the callback closes it). Without the direct path the
+        server's keepalive stays in charge."""
+        ...
+
     async def aclose(self, code: int, reason: str) -> None:
         """Send a close frame through the general path (bounded by the close timeout)."""
         ...
@@ -94,7 +145,7 @@ class FrameWriter(Protocol):
 class AsgiFrameWriter:
     """The general writer over an ASGI ``send``, with uvicorn's direct path when available."""
 
-    def __init__(self, send: Send, *, close_timeout: float = 10.0) -> None:
+    def __init__(self, send: Send, *, close_timeout: float = CLOSE_TIMEOUT) -> None:
         self._send = send
         self._close_timeout = close_timeout
         self._closed = False
@@ -157,10 +208,44 @@ class AsgiFrameWriter:
             proto.conn.send_close(code, reason)
             proto.transport.write(b"".join(proto.conn.data_to_send()))
         proto.close_sent = True
+        stop_keepalive = getattr(proto, "stop_keepalive", None)
+        if callable(stop_keepalive):
+            stop_keepalive()
+        # Read on until the client answers the close frame (see the module docstring): uvicorn
+        # pauses reading while the app has not taken a message, and the app is done now.
+        if getattr(proto, "read_paused", False):
+            proto.read_paused = False
+            proto.transport.resume_reading()
+        # The client's answer closes the transport gracefully (uvicorn's ``handle_close``); a
+        # client that does not read its close frame in time is aborted.
         loop = asyncio.get_running_loop()
         if getattr(proto, "close_timer", None) is None:
             proto.close_timer = loop.call_later(self._close_timeout, proto.transport.abort)
         return True
+
+    def unread_bytes(self) -> int:
+        proto = self._proto
+        if proto is None:
+            return 0
+        transport = proto.transport
+        return int(transport.get_write_buffer_size()) + _kernel_unsent(transport)
+
+    def on_unanswered_ping(self, callback: Callable[[], None]) -> None:
+        proto = self._proto
+        if proto is None or not callable(getattr(proto, "keepalive_timeout", None)):
+            return
+
+        def keepalive_timeout() -> None:
+            # Replaces uvicorn's, which writes 1011 and closes the transport at once (reading
+            # stops, and a late pong then makes the kernel reset the connection).
+            proto.pong_timer = None
+            proto.pending_ping_payload = None
+            if self._closed or proto.close_sent or proto.transport.is_closing():
+                return
+            callback()
+
+        # uvicorn looks the method up on the instance each time it arms the pong timer.
+        proto.keepalive_timeout = keepalive_timeout
 
     async def aclose(self, code: int, reason: str) -> None:
         if self.close_now(code, reason):

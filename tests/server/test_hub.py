@@ -277,6 +277,65 @@ async def test_slow_consumer_is_closed_with_1013_and_resumes_with_its_cursor() -
             assert contiguous(back.seqs(sid))
 
 
+async def hub_closes_one(hub: HubHandle) -> None:
+    """Wait until the hub has written a close frame to one of its clients (or dropped one)."""
+    before = len(hub.app.connections)
+
+    def closed() -> bool:
+        server = hub.server.server_state.connections
+        return any(getattr(p, "close_sent", False) for p in server) or (
+            len(hub.app.connections) < before
+        )
+
+    with anyio.fail_after(60):
+        while not closed():  # noqa: ASYNC110 - the server offers no event for this
+            await anyio.sleep(0.05)
+
+
+async def test_a_reader_stuck_past_the_keepalive_still_gets_its_frames_and_1013() -> None:
+    # The client stops reading behind more than the kernel holds for it (the server's
+    # transport still holds data too), and its ping, stuck behind that data, times out long
+    # before its outbox passes the bound: the full-size S7 benchmark. It is a slow consumer all
+    # the same, and once it reads again it must get every frame already written to it and then
+    # the 1013 close frame; not a reset (its pong left unread by a transport that was closed
+    # when the ping timed out made the kernel reset the connection, dropping what was unsent).
+    settings = Settings(outbox_bytes=256 * 1024 * 1024, ping_interval=2.0, ping_timeout=2.0)
+    async with (
+        running_hub([scripted_agent()], settings) as hub,
+        acp_client(hub.url) as fast,
+        RawClient(hub.url) as slow,
+    ):
+        sid = await fast.new_session()
+        await slow.attach(sid)
+        await fast.prompt(sid, "stream 8000 1000")
+        await hub_closes_one(hub)
+        frames, code = await slow.drain()
+        assert not slow.reset
+        assert code == 1013
+        seen = [
+            f["params"]["_meta"]["acp-hub"]["seq"]
+            for f in frames
+            if f.get("method") == "session/update"
+        ]
+        assert seen
+        assert contiguous(seen)
+
+
+async def test_a_silent_reader_with_nothing_to_read_is_closed_with_1011() -> None:
+    # No data waits for it: a client that does not answer is not called a slow consumer.
+    settings = Settings(ping_interval=0.5, ping_timeout=0.5)
+    async with (
+        running_hub([scripted_agent()], settings) as hub,
+        acp_client(hub.url) as owner,
+        RawClient(hub.url) as silent,
+    ):
+        sid = await owner.new_session()
+        await silent.attach(sid)
+        await hub_closes_one(hub)
+        _, code = await silent.drain()
+        assert code == 1011
+
+
 def _crashed(client: AcpClient, sid: str, status: str = "exited") -> bool:
     return any(
         _variant(p) == "_hub_agent" and _inner(p).get("status") == status
@@ -447,6 +506,7 @@ class RawClient:
         self.addr = (host, int(port))
         self.messages: list[dict[str, Any]] = []
         self.eof = False
+        self.reset = False  # the server reset the connection (no close frame can follow)
 
     async def __aenter__(self) -> RawClient:
         await self.open()
@@ -472,10 +532,14 @@ class RawClient:
 
     def _flush(self) -> None:
         for chunk in self.protocol.data_to_send():
-            if chunk:
+            if chunk and not self.reset:
                 self.sock.setblocking(True)
-                self.sock.sendall(chunk)
-                self.sock.setblocking(False)
+                try:
+                    self.sock.sendall(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.reset = True
+                finally:
+                    self.sock.setblocking(False)
 
     async def _pump(self, done: Any, timeout: float = 30.0) -> None:
         with anyio.fail_after(timeout):
@@ -485,6 +549,9 @@ class RawClient:
                     data = self.sock.recv(65536)
                 except BlockingIOError:
                     continue
+                except ConnectionResetError:
+                    self.reset = True
+                    data = b""
                 if data:
                     self.protocol.receive_data(data)
                 else:
