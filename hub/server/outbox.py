@@ -9,9 +9,10 @@ outbox's writer task (``run``) sends queued frames in order as the transport dra
 
 Queued live bytes are bounded by ``limit``. A client that passes the bound is a slow consumer:
 its queue is dropped and it is closed with 1013; it reconnects and resumes with its cursor, so
-nothing is lost for it and nobody else waits for it. Replay frames are queued ``bounded=False``:
-their size is the session state's, already capped by what the hub holds, and a large replay
-must not look like a slow consumer.
+nothing is lost for it and nobody else waits for it. A replay is queued with ``push_pages``,
+unbounded (its size is the session state's, already capped by what the hub holds, and a large
+replay must not look like a slow consumer) and lazily: the writer builds and encodes its pages
+one at a time as the transport drains, and lets the event loop run between them.
 
 A client that stops reading fills the kernel's buffers (megabytes on a fast link) before its
 outbox, and at a low rate that can take longer than the keepalive allows: its ping is stuck
@@ -26,8 +27,10 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Iterable, Iterator
 
 import anyio
+import anyio.lowlevel
 
 from hub.server.transport import FrameWriter, PeerGone
 
@@ -44,7 +47,9 @@ class Outbox:
         self._writer = writer
         self._limit = limit
         self._name = name
-        self._queue: deque[tuple[bytes, bool]] = deque()
+        # Frames, and lazy sources of frames (a replay being built), with whether they count
+        # against the bound.
+        self._queue: deque[tuple[bytes | Iterator[bytes], bool]] = deque()
         self._queued_bytes = 0  # bounded (live) bytes in the queue
         self._wakeup = anyio.Event()
         self._closing: tuple[int, str] | None = None
@@ -85,6 +90,20 @@ class Outbox:
         self._wakeup.set()
         return True
 
+    def push_pages(self, pages: Iterable[bytes]) -> bool:
+        """Queue the frames ``pages`` yields, after everything pushed before and before
+        everything pushed later, unbounded (a replay); ``False`` once the outbox is closed.
+
+        ``pages`` is consumed lazily by the writer task, one frame each time the transport
+        takes more, yielding to the event loop in between: building and encoding a large
+        replay is spread out instead of stalling every other client while it is built.
+        """
+        if self._closing is not None or self._done:
+            return False
+        self._queue.append((iter(pages), False))
+        self._wakeup.set()
+        return True
+
     def close(self, code: int, reason: str) -> None:
         """Drop whatever is queued and close the client with ``code``; never waits."""
         if self._closing is not None or self._done:
@@ -101,7 +120,8 @@ class Outbox:
         not read what it was sent (the ping is behind it), else with 1011."""
         if self._closing is not None or self._done:
             return
-        behind = sum(len(frame) for frame, _ in self._queue) + self._writer.unread_bytes()
+        queued = sum(len(f) if isinstance(f, bytes) else 1 for f, _ in self._queue)
+        behind = queued + self._writer.unread_bytes()
         if behind > 0:
             log.warning(
                 "! %s: slow consumer, no answer to a ping and %d bytes not read: closing with 1013",
@@ -131,7 +151,17 @@ class Outbox:
                 await self._writer.writable()
                 if self._closing is not None or not self._queue:
                     break
-                frame, bounded = self._queue.popleft()
+                head, bounded = self._queue[0]
+                lazy = not isinstance(head, bytes)
+                if isinstance(head, bytes):
+                    frame = head
+                    self._queue.popleft()
+                else:
+                    page = next(head, None)
+                    if page is None:
+                        self._queue.popleft()
+                        continue
+                    frame = page
                 if bounded:
                     self._queued_bytes -= len(frame)
                 if not self._writer.try_write(frame):
@@ -143,6 +173,9 @@ class Outbox:
                         self._queued_bytes = 0
                         self._done = True
                         return
+                if lazy:
+                    # Let the rest of the hub run between the pages of a replay.
+                    await anyio.lowlevel.checkpoint()
             if self._closing is not None:
                 if not self._done:
                     self._done = True

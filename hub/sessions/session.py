@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -286,7 +286,7 @@ class Session:
         ``{"epoch", "seq"}``: the client holds the state up to ``seq``. The caller must queue
         the response before yielding to the event loop, so that it precedes every later event.
         """
-        replay_frames: list[bytes]
+        replay_frames: Iterable[bytes]
         if replay == "after" and after is not None:
             epoch, seq = after
             events = self.log.after(seq) if epoch == self.log.epoch else None
@@ -308,8 +308,7 @@ class Session:
         else:
             replay_frames = []
         cursor = {"epoch": self.log.epoch, "seq": self.log.last_seq}
-        for frame in replay_frames:
-            client.outbox.push(frame, bounded=False)
+        client.outbox.push_pages(replay_frames)
         effective = arbiter.capped(role, client.role)
         previous = self.attached.get(client.client_id)
         since = previous.since if previous is not None and previous.role == effective else now_iso()
@@ -448,24 +447,26 @@ class Session:
         """Give the session a way to run deferred work (coalesced presence) in a hub task."""
         self._spawn = spawn
 
-    def _pages(self, client: ClientHandle, frames: list[bytes]) -> list[bytes]:
+    def _pages(self, client: ClientHandle, frames: Iterable[bytes]) -> Iterator[bytes]:
         """Group notification frames into v2 batch frames of bounded size (only for clients
-        that asked for batches: the TypeScript SDK, for one, drops every batch it receives)."""
-        if not client.batches or len(frames) <= 1:
-            return frames
-        pages: list[bytes] = []
+        that asked for batches: the TypeScript SDK, for one, drops every batch it receives).
+
+        Lazy: ``frames`` is consumed (and, for a replay, encoded) only as the client's outbox
+        takes the pages, so a large replay does not stall everyone else while it is built."""
+        if not client.batches:
+            yield from frames
+            return
         current: list[bytes] = []
         size = 0
         limit = self.settings.replay_page_bytes
         for frame in frames:
             if current and size + len(frame) > limit:
-                pages.append(b"[" + b",".join(current) + b"]")
+                yield b"[" + b",".join(current) + b"]" if len(current) > 1 else current[0]
                 current, size = [], 0
             current.append(frame)
             size += len(frame) + 1
         if current:
-            pages.append(b"[" + b",".join(current) + b"]" if len(current) > 1 else current[0])
-        return pages
+            yield b"[" + b",".join(current) + b"]" if len(current) > 1 else current[0]
 
     def _replay_updates_for(self, client: ClientHandle, updates: list[dict[str, Any]]) -> list[Any]:
         if client.version >= 2:
@@ -477,15 +478,18 @@ class Session:
             ]
         return rendered
 
-    def _replay_frames(self, client: ClientHandle, updates: list[dict[str, Any]]) -> list[bytes]:
+    def _replay_frames(
+        self, client: ClientHandle, updates: list[dict[str, Any]]
+    ) -> Iterator[bytes]:
         """``updates`` (a compaction, or part of one) as replay frames for ``client``: rendered
         for its version, ``_meta`` with the epoch and ``replay: true`` instead of a seq, in
-        pages when it takes batches."""
+        pages when it takes batches. The updates are rendered now and encoded lazily: a
+        compaction is a snapshot (it shares no container the fold changes later)."""
         meta = {"epoch": self.log.epoch, "replay": True}
         rendered = self._replay_updates_for(client, updates)
-        return self._pages(client, [self._frame(u, meta) for u in rendered])
+        return self._pages(client, (self._frame(u, meta) for u in rendered))
 
-    def _reset_frames(self, client: ClientHandle, epoch: int, seq: int) -> list[bytes]:
+    def _reset_frames(self, client: ClientHandle, epoch: int, seq: int) -> Iterator[bytes]:
         reason = "epoch changed" if epoch != self.log.epoch else "cursor older than the log"
         reset = {"sessionUpdate": "_hub_reset", "reason": reason, "epoch": self.log.epoch}
         log.info(
@@ -499,7 +503,7 @@ class Session:
         # Like every `_hub_*` update, the reset reaches v1 clients only if they opted in.
         return self._replay_frames(client, [reset, *compact(self.state)])
 
-    def _event_frames(self, client: ClientHandle, events: list[Event]) -> list[bytes]:
+    def _event_frames(self, client: ClientHandle, events: list[Event]) -> Iterator[bytes]:
         frames: list[bytes] = []
         if client.version >= 2:
             frames = [event.v2 for event in events]

@@ -1,0 +1,120 @@
+"""The outbox's ordering and its lazy replay pages, against a writer that records frames.
+
+The transport itself is exercised over real sockets in ``test_hub.py`` (slow consumers, 1013,
+replay before the response); here the writer is an in-memory recorder, so that the order in
+which the outbox takes frames from a lazy source can be observed exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import anyio
+
+from hub.server.outbox import Outbox
+
+
+class Recorder:
+    """A ``FrameWriter`` that accepts a frame only when ``open`` is set, and records it."""
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.open = True
+        self.drained = anyio.Event()
+        self.grew = anyio.Event()
+
+    def record(self, frame: bytes) -> None:
+        self.frames.append(frame)
+        self.grew.set()
+
+    async def wait_frames(self, count: int) -> None:
+        with anyio.fail_after(5):
+            while len(self.frames) < count:
+                self.grew = anyio.Event()
+                await self.grew.wait()
+
+    def try_write(self, frame: bytes) -> bool:
+        if not self.open:
+            return False
+        self.record(frame)
+        return True
+
+    async def writable(self) -> None:
+        while not self.open:
+            await self.drained.wait()
+            self.drained = anyio.Event()
+
+    async def send(self, frame: bytes) -> None:
+        await self.writable()
+        self.record(frame)
+
+    def close_now(self, code: int, reason: str) -> bool:
+        self.record(f"close {code}".encode())
+        return True
+
+    def unread_bytes(self) -> int:
+        return 0
+
+    def on_unanswered_ping(self, callback: Callable[[], None]) -> None:
+        pass
+
+    async def aclose(self, code: int, reason: str) -> None:
+        self.record(f"close {code}".encode())
+
+
+async def test_pages_keep_their_place_and_are_built_only_as_they_are_sent() -> None:
+    writer = Recorder()
+    outbox = Outbox(writer, limit=1 << 20)
+    built: list[int] = []
+
+    def pages() -> Iterator[bytes]:
+        for n in range(3):
+            built.append(n)
+            yield f"page {n}".encode()
+
+    assert outbox.push(b"before")
+    assert outbox.push_pages(pages())
+    # Nothing of the replay is built at push time; a live frame pushed now waits behind it.
+    assert built == []
+    assert outbox.push(b"live 1")
+    assert writer.frames == [b"before"]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(outbox.run)
+        await writer.wait_frames(5)
+        assert outbox.push(b"live 2")
+        await writer.wait_frames(6)
+        outbox.finish()
+    assert writer.frames == [
+        b"before",
+        b"page 0",
+        b"page 1",
+        b"page 2",
+        b"live 1",
+        b"live 2",
+    ]
+    assert built == [0, 1, 2]
+
+
+async def test_a_blocked_transport_stops_the_building_of_pages() -> None:
+    writer = Recorder()
+    outbox = Outbox(writer, limit=1 << 20)
+    built: list[int] = []
+
+    def pages() -> Iterator[bytes]:
+        for n in range(100):
+            built.append(n)
+            yield b"p"
+
+    writer.open = False
+    outbox.push_pages(pages())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(outbox.run)
+        await anyio.sleep(0.05)
+        # The transport takes nothing: no page is built ahead of it.
+        assert built == []
+        writer.open = True
+        writer.drained.set()
+        await writer.wait_frames(100)
+        outbox.close(1013, "slow")
+    assert built == list(range(100))
+    assert writer.frames[-1] == b"close 1013"
