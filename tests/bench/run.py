@@ -87,11 +87,18 @@ FULL: dict[str, dict[str, Any]] = {
         "max_pause_s": 120.0,
         "preload": 3000,
         # A short log tail, so that the hub's memory grows only by what the slow consumer costs.
-        "hub_config": {"outbox_bytes": 1 * MIB, "retained_events": 200},
+        # Keepalive pings far apart, so that the outbox bound is what closes the slow observer
+        # (with the default 20 s + 20 s, an unanswered ping with data unread closes it first,
+        # also with 1013, about 29 s after it stops reading, before its outbox is full).
+        "hub_config": {
+            "outbox_bytes": 1 * MIB,
+            "retained_events": 200,
+            "ping_interval": 60.0,
+            "ping_timeout": 60.0,
+        },
     },
-    # 5,000 v2 observers (which receive every `_hub_presence`) do not attach in 6 minutes; see
-    # the notes. v1 observers without the hub's events.
-    "S8": {"observers": 5000, "observer_version": 1, "warm": 100, "settle_s": 2.0},
+    # v2 observers: they receive every `_hub_*` event, presence included.
+    "S8": {"observers": 5000, "observer_version": 2, "warm": 100, "settle_s": 2.0},
 }
 
 QUICK: dict[str, dict[str, Any]] = {
