@@ -591,3 +591,30 @@ class RawClient:
         rcvd = self.protocol.close_rcvd
         self.sock.close()
         return self.messages, None if rcvd is None else rcvd.code
+
+
+async def test_replay_then_response_then_live_events_in_wire_order() -> None:
+    """While updates stream, a joiner receives the replay, then its response, then every
+    event after the response's cursor: nothing live before the response."""
+    async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as owner:
+        sid = await owner.new_session()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(owner.prompt, sid, "stream 20000 64")
+            await owner.wait_for(lambda: owner.last_seq(sid) > 500)
+            for _ in range(3):
+                async with acp_client(hub.url) as late:
+                    start = len(late.frames)
+                    result = await late.call(
+                        "session/resume",
+                        {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "start"}},
+                    )
+                    cursor = result["_meta"]["acp-hub"]["seq"]
+                    await late.wait_for(lambda: late.last_seq(sid) > cursor + 50)  # noqa: B023
+                    frames = late.frames[start:]
+                    index = next(i for i, f in enumerate(frames) if "result" in f)
+                    before, after = frames[:index], frames[index + 1 :]
+                    assert before
+                    assert all(f["params"]["_meta"]["acp-hub"].get("replay") for f in before)
+                    seqs = [f["params"]["_meta"]["acp-hub"]["seq"] for f in after if "params" in f]
+                    assert seqs == list(range(cursor + 1, cursor + 1 + len(seqs)))
+            await owner.notify("session/cancel", {"sessionId": sid})
