@@ -238,13 +238,22 @@ def notification(method: str, params: Params = None) -> bytes:
 
 
 def response(id: RequestId, result: Any) -> bytes:
-    """Encode a successful response."""
-    return orjson.dumps({"jsonrpc": "2.0", "id": id, "result": result})
+    """Encode a successful response (an exact-size copy: see ``exact``)."""
+    return exact(orjson.dumps({"jsonrpc": "2.0", "id": id, "result": result}))
 
 
 def error(id: RequestId, err: RpcError) -> bytes:
-    """Encode an error response."""
-    return orjson.dumps({"jsonrpc": "2.0", "id": id, "error": err.to_dict()})
+    """Encode an error response (an exact-size copy: see ``exact``)."""
+    return exact(orjson.dumps({"jsonrpc": "2.0", "id": id, "error": err.to_dict()}))
+
+
+def exact(encoded: bytes) -> bytes:
+    """``encoded`` copied into an object of its own size.
+
+    orjson's result keeps the allocation of its output buffer (about 4 KiB however short the
+    JSON). Frames that may outlive the moment, such as the ones kept in a session's log or
+    held by a connection until the transport takes them, are copied (about 0.6 us each)."""
+    return bytes(memoryview(encoded))
 
 
 def batch_reply(replies: Sequence[Response | ErrorResponse | Invalid]) -> bytes | None:

@@ -208,9 +208,8 @@ class Session:
             "session/update",
             {"sessionId": self.id, "update": update, "_meta": {"acp-hub": meta}},
         )
-        # orjson's result keeps the allocation of its output buffer (about 4 KiB however short
-        # the JSON); frames are retained in the log, so keep an exact-size copy instead.
-        return bytes(memoryview(frame))
+        # Frames are retained in the log: keep an exact-size copy.
+        return jsonrpc.exact(frame)
 
     def emit(self, update: dict[str, Any], *, origin: str | None = None) -> Event | None:
         """Fold, log, encode once per version and fan out one update; see the module docs.

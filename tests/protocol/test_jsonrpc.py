@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tracemalloc
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -25,6 +27,7 @@ from hub.protocol.jsonrpc import (
     encode,
     encode_batch,
     error,
+    exact,
     is_request_id,
     needs_reply,
     notification,
@@ -434,3 +437,23 @@ def test_batch_of_only_notifications_gets_no_reply_at_all() -> None:
     assert isinstance(batch, Batch)
     assert not any(needs_reply(e) for e in batch.entries)
     assert answer(batch) is None
+
+
+def test_responses_are_exact_size_copies() -> None:
+    """A connection may hold its last response a while: it must not keep orjson's output
+    buffer (about 4 KiB whatever the length), which ``sys.getsizeof`` does not show."""
+    makers: tuple[Callable[[int], bytes], ...] = (
+        lambda n: response(n, {"ok": True}),
+        lambda n: error(n, errors.invalid_params("nope")),
+        lambda n: exact(orjson.dumps({"a": n})),
+    )
+    for make in makers:
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            kept = [make(n) for n in range(1000)]
+            grown = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        per_frame = grown / len(kept)
+        assert per_frame < max(len(f) for f in kept) + 200
