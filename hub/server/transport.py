@@ -157,8 +157,14 @@ class AsgiFrameWriter:
             and isinstance(getattr(proto, "writable", None), asyncio.Event)
             and hasattr(proto.conn, "send_text")
             and hasattr(proto.conn, "data_to_send")
+            and hasattr(proto, "close_sent")
+            and hasattr(proto, "disconnected")
         )
         self._proto: Any = proto if direct else None
+        # Read once: fixed for the life of the connection (the handshake is over).
+        self._writable: Any = proto.writable if direct else None
+        self._transport: Any = proto.transport if direct else None
+        self._plain = bool(direct and not proto.conn.extensions)
 
     @property
     def direct(self) -> bool:
@@ -166,21 +172,21 @@ class AsgiFrameWriter:
         return self._proto is not None
 
     def try_write(self, frame: bytes) -> bool:
+        # Called once per client for every event: the checks are kept to attribute reads.
         proto = self._proto
-        if proto is None or self._closed:
+        if proto is None or self._closed or not self._writable.is_set():
             return False
-        if not proto.writable.is_set() or proto.transport.is_closing():
-            return False
-        if getattr(proto, "close_sent", False) or getattr(proto, "disconnected", False):
+        transport = self._transport
+        if proto.close_sent or proto.disconnected or transport.is_closing():
             return False
         conn = proto.conn
-        if conn.extensions or conn.state is not State.OPEN:
-            conn.send_text(frame)
-            proto.transport.write(b"".join(conn.data_to_send()))
-        else:
+        if self._plain and conn.state is State.OPEN:
             # Server frames are unmasked and, without extensions, the same bytes for every
             # client: built once per frame (the fan-out writes one frame to many clients).
-            proto.transport.write(wire_frame(frame))
+            transport.write(wire_frame(frame))
+        else:
+            conn.send_text(frame)
+            transport.write(b"".join(conn.data_to_send()))
         return True
 
     async def writable(self) -> None:

@@ -114,14 +114,29 @@ class EventLog:
 
     def append(self, event: Event) -> None:
         """Append ``event``, whose seq must be ``next_seq()``, and trim the tail."""
-        if event.seq != self._last_seq + 1:
-            raise ValueError(f"seq {event.seq} appended after {self._last_seq}")
-        self._events.append(event.row())
-        self._last_seq = event.seq
-        self._bytes += event.size
+        self.append_row(event.seq, event.message_id, event.v2, event.v1, event.v1_hub, event.origin)
+
+    def append_row(
+        self,
+        seq: int,
+        message_id: str | None,
+        v2: bytes,
+        v1: tuple[bytes, ...],
+        v1_hub: tuple[bytes, ...],
+        origin: str | None,
+    ) -> None:
+        """``append`` of the event with these fields, without building an ``Event``."""
+        if seq != self._last_seq + 1:
+            raise ValueError(f"seq {seq} appended after {self._last_seq}")
+        size = len(v2) + sum(len(f) for f in v1_hub) + 64
+        self._events.append((seq, message_id, v2, v1, v1_hub, origin, size))
+        self._last_seq = seq
+        self._bytes += size
         self._trim()
 
     def _trim(self) -> None:
+        if len(self._events) - self._head <= self._max_events and self._bytes <= self._max_bytes:
+            return
         while self.retained > 1 and (
             self.retained > self._max_events or self._bytes > self._max_bytes
         ):

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import orjson
 
 from hub.agents.errors import AgentError
-from hub.protocol import jsonrpc
 from hub.protocol.compact import compact
 from hub.protocol.errors import (
     AGENT_UNAVAILABLE,
@@ -62,6 +62,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("hub.sessions")
 
 USER_MESSAGE_VARIANTS = frozenset({"user_message", "user_message_chunk"})
+# The pieces of a `session/update` frame (see `Session._frame`).
+_FRAME_OPEN = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+_UPDATE_OPEN = b',"update":'
+_META_OPEN = b',"_meta":{"acp-hub":'
+_FRAME_CLOSE = b"}}}"
 PRESENCE_INTERVAL = 0.25
 """At most one ``_hub_presence`` event per this many seconds; changes in between coalesce."""
 ATTRIBUTION_WAIT = 5.0
@@ -170,6 +175,7 @@ class Session:
         self.created_at = now_iso()
         self.state = SessionState()
         self.log = EventLog(max_events=settings.retained_events, max_bytes=settings.retained_bytes)
+        self._frame_head = _FRAME_OPEN + orjson.dumps(session_id) + _UPDATE_OPEN
         self.v1 = ClientV1Renderer()
         self.attached: dict[str, Attachment] = {}
         self.prompt_policy: str = settings.prompt_policy
@@ -204,17 +210,19 @@ class Session:
     # -- the log and fan-out -----------------------------------------------------------------
 
     def _frame(self, update: dict[str, Any], meta: dict[str, Any]) -> bytes:
-        frame = jsonrpc.notification(
-            "session/update",
-            {"sessionId": self.id, "update": update, "_meta": {"acp-hub": meta}},
-        )
-        # Frames are retained in the log: keep an exact-size copy.
-        return jsonrpc.exact(frame)
+        """The ``session/update`` notification of ``update`` with ``_meta["acp-hub"] = meta``.
 
-    def emit(self, update: dict[str, Any], *, origin: str | None = None) -> Event | None:
+        Joined from pieces rather than encoded from a new dict: the same bytes as
+        ``jsonrpc.notification``, built for every event, and exact-size (frames are kept in
+        the log; orjson's own result keeps a 4 KiB buffer)."""
+        return b"".join(
+            (self._frame_head, orjson.dumps(update), _META_OPEN, orjson.dumps(meta), _FRAME_CLOSE)
+        )
+
+    def emit(self, update: dict[str, Any], *, origin: str | None = None) -> int | None:
         """Fold, log, encode once per version and fan out one update; see the module docs.
 
-        Returns the event, or ``None`` when the update was malformed (logged, dropped).
+        Returns the event's seq, or ``None`` when the update was malformed (logged, dropped).
         """
         try:
             self.state.apply(update)
@@ -233,7 +241,7 @@ class Session:
                 "! %s: no v1 rendering for %s: %s", self.id, update.get("sessionUpdate"), exc
             )
             v1_updates = []
-        v1 = tuple(self._frame(u, meta) for u in v1_updates)
+        v1 = tuple([self._frame(u, meta) for u in v1_updates])
         variant = update.get("sessionUpdate")
         if isinstance(variant, str) and variant.startswith("_hub_"):
             v1_hub, v1 = v1, ()
@@ -244,22 +252,17 @@ class Session:
         else:
             v1_hub = v1
         message_id = update.get("messageId")
-        event = Event(
-            seq,
-            message_id if isinstance(message_id, str) else None,
-            v2,
-            v1,
-            v1_hub,
-            origin=origin if variant in USER_MESSAGE_VARIANTS else None,
+        origin = origin if variant in USER_MESSAGE_VARIANTS else None
+        self.log.append_row(
+            seq, message_id if isinstance(message_id, str) else None, v2, v1, v1_hub, origin
         )
-        self.log.append(event)
         for attachment in tuple(self.attached.values()):
             if attachment.v2:
                 attachment.push(v2)
-            else:
-                for frame in event.for_v1(attachment.client_id, attachment.hub_events):
+            elif origin != attachment.client_id:  # a v1 client renders its own prompt itself
+                for frame in v1_hub if attachment.hub_events else v1:
                     attachment.push(frame)
-        return event
+        return seq
 
     # -- attaching ---------------------------------------------------------------------------
 
