@@ -439,6 +439,10 @@ def _loadavg() -> str:
         return "unknown"
 
 
+MEASURED_COMMIT: str | None = None
+"""The commit the figures were measured on, when the report is rendered later (``--commit``)."""
+
+
 def machine() -> dict[str, str]:
     """The facts about this machine that the figures depend on."""
     model = "unknown"
@@ -463,7 +467,7 @@ def machine() -> dict[str, str]:
         "uvloop": "on" if UVLOOP else "off",
         "websockets": websockets_version,
         "kernel": f"{platform.system()} {platform.release()}",
-        "commit": commit or "unknown",
+        "commit": MEASURED_COMMIT or commit or "unknown",
         "load average at the end (1, 5, 15 min)": _loadavg(),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
@@ -598,6 +602,7 @@ def main(argv: list[str] | None = None) -> int:
         help="override a scenario parameter (a JSON value), e.g. S2.rate=23.8",
     )
     parser.add_argument("--kinds", help="servers to run: baseline,hub (default both)")
+    parser.add_argument("--commit", help="with --report-from: the commit the runs measured")
     parser.add_argument(
         "--report-from",
         type=Path,
@@ -617,6 +622,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = args.runs or (1 if args.quick else 3)
     place = Placement.choose(not args.no_pin)
     if args.report_from:
+        global MEASURED_COMMIT
+        MEASURED_COMMIT = args.commit
         merged: dict[str, Outcome] = {}
         for path in args.report_from:
             for raw in json.loads(path.read_text()):
