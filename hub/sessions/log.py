@@ -51,8 +51,9 @@ class Event:
     size: int = field(init=False)
 
     def __post_init__(self) -> None:
-        # `v1` is either empty or the same frames as `v1_hub`.
-        self.size = len(self.v2) + sum(len(f) for f in self.v1_hub) + 64
+        # `v1` is either empty or the same frames as `v1_hub`; a v1 frame may be the v2 frame
+        # itself (an update that renders to v1 unchanged), counted once.
+        self.size = len(self.v2) + sum(len(f) for f in self.v1_hub if f is not self.v2) + 64
 
     def for_v1(self, client_id: str, hub_events: bool) -> tuple[bytes, ...]:
         """The frames a v1 client receives of this event."""
@@ -128,7 +129,7 @@ class EventLog:
         """``append`` of the event with these fields, without building an ``Event``."""
         if seq != self._last_seq + 1:
             raise ValueError(f"seq {seq} appended after {self._last_seq}")
-        size = len(v2) + sum(len(f) for f in v1_hub) + 64
+        size = len(v2) + sum(len(f) for f in v1_hub if f is not v2) + 64
         self._events.append((seq, message_id, v2, v1, v1_hub, origin, size))
         self._last_seq = seq
         self._bytes += size

@@ -241,7 +241,8 @@ class Session:
                 "! %s: no v1 rendering for %s: %s", self.id, update.get("sessionUpdate"), exc
             )
             v1_updates = []
-        v1 = tuple([self._frame(u, meta) for u in v1_updates])
+        # Most updates render to v1 unchanged: those share the v2 frame (same bytes).
+        v1 = tuple([v2 if u == update else self._frame(u, meta) for u in v1_updates])
         variant = update.get("sessionUpdate")
         if isinstance(variant, str) and variant.startswith("_hub_"):
             v1_hub, v1 = v1, ()

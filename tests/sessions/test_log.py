@@ -70,3 +70,12 @@ def test_retained_events_are_not_tracked_by_the_garbage_collector() -> None:
     gc.collect()
     tracked = [seq for seq in range(2000) if gc.is_tracked(log._events[seq])]
     assert tracked == []
+
+
+def test_a_v1_frame_that_is_the_v2_frame_is_counted_once() -> None:
+    log = EventLog(max_events=100, max_bytes=1 << 20)
+    shared = b"x" * 100
+    log.append_row(1, None, shared, (shared,), (shared,), None)
+    log.append_row(2, None, b"y" * 100, (b"z" * 100,), (b"z" * 100,), None)
+    assert log.retained_bytes == (100 + 64) + (200 + 64)
+    assert Event(3, None, shared, (shared,), (shared,)).size == 100 + 64
