@@ -630,12 +630,19 @@ def _check_message_chunk(variant: str, update: Mapping[str, Any]) -> None:
     _check_meta(update, variant)
 
 
+def _check_optional_list(
+    update: Mapping[str, Any], key: str, variant: str, check_item: Callable[[Any, str], None]
+) -> None:
+    """``key`` may be absent or ``null``; otherwise an array whose every item passes."""
+    items = update.get(key)
+    if items is not None:
+        for item in _check_list(items, variant, key):
+            check_item(item, variant)
+
+
 def _check_message(variant: str, update: Mapping[str, Any]) -> None:
     _require_str(update, "messageId", variant)
-    content = update.get("content")
-    if content is not None:
-        for block in _check_list(content, variant, "content"):
-            _check_block(block, variant)
+    _check_optional_list(update, "content", variant, _check_block)
     _check_meta(update, variant)
 
 
@@ -643,14 +650,8 @@ def _check_tool_call_update(variant: str, update: Mapping[str, Any]) -> None:
     _require_str(update, "toolCallId", variant)
     for key in ("title", "kind", "status"):
         _optional(update, key, str, variant)
-    content = update.get("content")
-    if content is not None:
-        for item in _check_list(content, variant, "content"):
-            _check_tool_content(item, variant)
-    locations = update.get("locations")
-    if locations is not None:
-        for location in _check_list(locations, variant, "locations"):
-            _check_location(location, variant)
+    _check_optional_list(update, "content", variant, _check_tool_content)
+    _check_optional_list(update, "locations", variant, _check_location)
     _check_meta(update, variant)
 
 

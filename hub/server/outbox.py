@@ -152,16 +152,12 @@ class Outbox:
                 if self._closing is not None or not self._queue:
                     break
                 head, bounded = self._queue[0]
-                lazy = not isinstance(head, bytes)
-                if isinstance(head, bytes):
-                    frame = head
+                frame = head if isinstance(head, bytes) else next(head, None)
+                lazy = frame is not head
+                if frame is None or not lazy:
                     self._queue.popleft()
-                else:
-                    page = next(head, None)
-                    if page is None:
-                        self._queue.popleft()
-                        continue
-                    frame = page
+                if frame is None:
+                    continue  # the lazy source is exhausted
                 if bounded:
                     self._queued_bytes -= len(frame)
                 if not self._writer.try_write(frame):

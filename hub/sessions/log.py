@@ -27,6 +27,13 @@ _Row = tuple[int, str | None, bytes, tuple[bytes, ...], tuple[bytes, ...], str |
 """An event as the log keeps it: (seq, message_id, v2, v1, v1_hub, origin, size)."""
 
 
+def _size(v2: bytes, v1_hub: tuple[bytes, ...]) -> int:
+    """What an event counts against ``retained_bytes``. ``v1`` is either empty or the same
+    frames as ``v1_hub``; a v1 frame may be the v2 frame itself (an update that renders to v1
+    unchanged), counted once."""
+    return len(v2) + sum(len(f) for f in v1_hub if f is not v2) + 64
+
+
 @dataclass(slots=True)
 class Event:
     """One entry of the log.
@@ -51,18 +58,13 @@ class Event:
     size: int = field(init=False)
 
     def __post_init__(self) -> None:
-        # `v1` is either empty or the same frames as `v1_hub`; a v1 frame may be the v2 frame
-        # itself (an update that renders to v1 unchanged), counted once.
-        self.size = len(self.v2) + sum(len(f) for f in self.v1_hub if f is not self.v2) + 64
+        self.size = _size(self.v2, self.v1_hub)
 
     def for_v1(self, client_id: str, hub_events: bool) -> tuple[bytes, ...]:
         """The frames a v1 client receives of this event."""
         if self.origin == client_id:
             return ()  # a v1 client renders its own prompt itself
         return self.v1_hub if hub_events else self.v1
-
-    def row(self) -> _Row:
-        return (self.seq, self.message_id, self.v2, self.v1, self.v1_hub, self.origin, self.size)
 
     @classmethod
     def of(cls, row: _Row) -> Event:
@@ -72,7 +74,7 @@ class Event:
 class EventLog:
     """The retained tail of a session's events; see the module docstring.
 
-    The log keeps each event as a plain tuple of bytes, strings and ints (``Event.row``),
+    The log keeps each event as a plain tuple of bytes, strings and ints (``_Row``),
     not as an object: Python's garbage collector stops tracking such tuples, so a full
     collection does not walk every retained event. With a few hundred sessions holding
     thousands of events each, tracked events made every full collection pause the hub for a
@@ -129,7 +131,7 @@ class EventLog:
         """``append`` of the event with these fields, without building an ``Event``."""
         if seq != self._last_seq + 1:
             raise ValueError(f"seq {seq} appended after {self._last_seq}")
-        size = len(v2) + sum(len(f) for f in v1_hub if f is not v2) + 64
+        size = _size(v2, v1_hub)
         self._events.append((seq, message_id, v2, v1, v1_hub, origin, size))
         self._last_seq = seq
         self._bytes += size

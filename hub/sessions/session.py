@@ -260,7 +260,7 @@ class Session:
         for attachment in tuple(self.attached.values()):
             if attachment.v2:
                 attachment.push(v2)
-            elif origin != attachment.client_id:  # a v1 client renders its own prompt itself
+            elif origin != attachment.client_id:  # `Event.for_v1`, inlined for the hot path
                 for frame in v1_hub if attachment.hub_events else v1:
                     attachment.push(frame)
         return seq

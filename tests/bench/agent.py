@@ -196,9 +196,8 @@ class _Agent:
             if s.cancelled:
                 self._finish(sid, s, lines)
                 continue
-            target = s.count if s.rate <= 0 else min(s.count, int((t - s.start) * s.rate) + 1)
-            if s.rate <= 0:
-                target = min(s.count, s.sent + 200)
+            wanted = s.sent + 200 if s.rate <= 0 else int((t - s.start) * s.rate) + 1
+            target = min(s.count, wanted)
             while s.sent < target:
                 lines.append(self._line_for(sid, s))
             if s.sent >= s.count:

@@ -52,6 +52,15 @@ def contiguous(seqs: list[int]) -> bool:
     return seqs == list(range(seqs[0], seqs[0] + len(seqs))) if seqs else True
 
 
+def update_seqs(frames: list[Any]) -> list[int]:
+    """The seqs of the ``session/update`` notifications among raw ``frames``."""
+    return [
+        f["params"]["_meta"]["acp-hub"]["seq"]
+        for f in frames
+        if f.get("method") == "session/update"
+    ]
+
+
 async def wait_idle(client: AcpClient, session_id: str, count: int = 1) -> None:
     await client.wait_for(lambda: client.idle_count(session_id) >= count)
 
@@ -256,11 +265,7 @@ async def test_slow_consumer_is_closed_with_1013_and_resumes_with_its_cursor() -
                 assert conn.outbox.queued_bytes <= settings.outbox_bytes
             frames, code = await slow.drain()
             assert code == 1013
-            seen = [
-                f["params"]["_meta"]["acp-hub"]["seq"]
-                for f in frames
-                if f.get("method") == "session/update"
-            ]
+            seen = update_seqs(frames)
             assert seen
             assert contiguous(seen)
             assert seen[-1] < fast.last_seq(sid)
@@ -312,11 +317,7 @@ async def test_a_reader_stuck_past_the_keepalive_still_gets_its_frames_and_1013(
         frames, code = await slow.drain()
         assert not slow.reset
         assert code == 1013
-        seen = [
-            f["params"]["_meta"]["acp-hub"]["seq"]
-            for f in frames
-            if f.get("method") == "session/update"
-        ]
+        seen = update_seqs(frames)
         assert seen
         assert contiguous(seen)
 

@@ -158,6 +158,14 @@ def start_session(page: Any, hub_url: str, agent: str = "demo", query: str = "")
     return str(page.url.split("/s/")[1].split("?")[0])
 
 
+def open_as(page: Any, hub_url: str, session: str, query: str) -> Any:
+    """Open ``session``'s page in ``page`` with ``query`` (``?role=viewer&name=bob``, say) and
+    wait until it is connected."""
+    page.goto(f"{hub_url}/s/{session}{query}")
+    page.wait_for_selector("[data-connection=ready]")
+    return page
+
+
 def send_prompt(page: Any, text: str) -> None:
     """Type a prompt and send it with Enter."""
     page.fill("#prompt-input", text)

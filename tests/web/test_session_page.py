@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 
 from tests.web.harness import (
     Hub,
+    open_as,
     screenshot_path,
     send_prompt,
     start_session,
@@ -23,14 +24,12 @@ NewPage = Callable[..., Any]
 def test_presence_counts_viewers_past_the_listing_limit(hub: Hub, new_page: NewPage) -> None:
     driver = new_page()
     session = start_session(driver, hub.url, query="?name=alice")
-    first = new_page()
-    first.goto(f"{hub.url}/s/{session}?role=viewer&name=bob")
+    first = open_as(new_page(), hub.url, session, "?role=viewer&name=bob")
     driver.wait_for_selector(".presence-client:has-text('bob')")
     assert driver.locator(".presence-audience").count() == 0
     # The hub lists one viewer at most (`presence_viewers = 1`): with a second one, both
     # are counted instead, on every page, live and after a reload (replay).
-    second = new_page()
-    second.goto(f"{hub.url}/s/{session}?role=viewer&name=carol")
+    second = open_as(new_page(), hub.url, session, "?role=viewer&name=carol")
     for page in (driver, first, second):
         expect(page.locator(".presence-audience")).to_have_text("2 viewers")
         expect(page.locator(".panel-people .panel-title")).to_have_text("People (3)")
@@ -48,9 +47,7 @@ def test_presence_counts_viewers_past_the_listing_limit(hub: Hub, new_page: NewP
 def test_driver_and_viewer_share_prompt_queue_and_permission(hub: Hub, new_page: NewPage) -> None:
     driver = new_page()
     session = start_session(driver, hub.url, query="?name=alice")
-    viewer = new_page()
-    viewer.goto(f"{hub.url}/s/{session}?role=viewer&name=bob")
-    viewer.wait_for_selector("[data-connection=ready]")
+    viewer = open_as(new_page(), hub.url, session, "?role=viewer&name=bob")
 
     # Roles come from the initialize result: the viewer has no prompt box.
     assert viewer.get_attribute("#app", "data-role") == "viewer"
