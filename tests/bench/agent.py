@@ -9,7 +9,9 @@ text is empty) holds ``key=value`` words:
 - ``per_message``: chunks per message id (default ``100``), so that a long session compacts
   into many messages rather than one enormous one;
 - ``variant``: ``chunk`` (default) or ``title``: ``session_info_update`` snapshots whose
-  title carries the marker, so that the session's state does not grow (memory scenarios).
+  title carries the marker, so that the session's state does not grow (memory scenarios);
+- ``phase``: seconds to wait before the first update (default ``0``), so that streams started
+  together do not stay in step (see ``Target.stream``).
 
 The prompt is accepted at once (v2: ``{}``), then the agent sends ``user_message``,
 ``state_update running``, ``count`` ``agent_message_chunk`` updates whose text starts with
@@ -18,8 +20,9 @@ with ``end_turn`` (``cancelled`` after ``session/cancel``). One scheduler wakes 
 the next update is due (at most once a millisecond) and writes every update that is due,
 for all sessions, in one write.
 
-``ACP_HUB_BENCH_AGENT_CPUS`` (comma-separated CPU numbers) pins the agent, so that it does not
-share the server's core.
+``--cpus 1`` (comma-separated CPU numbers) pins the agent, so that it does not share the
+server's core. It is an argument, not an environment variable: the hub gives its agents only
+the variables of ``hub.agents.process.ENV_KEEP`` and their spec's own ``env``.
 """
 
 from __future__ import annotations
@@ -147,6 +150,7 @@ class _Agent:
             per_message=max(1, int(words.get("per_message", 100))),
             turn=turn,
             variant=words.get("variant", "chunk"),
+            start=now() + max(0.0, float(words.get("phase", 0))),
         )
         probe = self.update(session_id, chunk_update(f"t{turn}-m000000", ""))
         stream.overhead = len(probe) - 1 + HUB_META_ESTIMATE
@@ -241,7 +245,8 @@ class _Agent:
 
 def main() -> int:
     """Serve ACP v2 on stdin/stdout until stdin closes."""
-    cpus = os.environ.get("ACP_HUB_BENCH_AGENT_CPUS")
+    args = sys.argv[1:]
+    cpus = args[args.index("--cpus") + 1] if "--cpus" in args[:-1] else ""
     if cpus and hasattr(os, "sched_setaffinity"):
         try:
             os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})

@@ -8,8 +8,9 @@ The wire protocol is a tiny JSON-RPC subset so that the load generator drives it
 
 - ``attach {group}``: join a group; result ``{"_meta": {"acp-hub": {"seq": S, "epoch": "e1"}}}``
   where ``S`` is the group's last seq (the next frame carries ``S + 1``);
-- ``stream {groups, rate, count, size}``: broadcast ``count`` frames to each group at ``rate``
-  frames per second per group (``0``: as fast as possible); answered at once.
+- ``stream {groups, rate, count, size, phases?}``: broadcast ``count`` frames to each group at
+  ``rate`` frames per second per group (``0``: as fast as possible), group ``i`` starting
+  ``phases[i]`` seconds late; answered at once.
 
 Run: ``python -m tests.bench.baseline [--port 0] [--no-uvloop]``; prints
 ``baseline: listening on http://127.0.0.1:PORT`` once ready.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import heapq
 import json
 import sys
 from collections import defaultdict
@@ -37,23 +39,44 @@ _seqs: defaultdict[str, int] = defaultdict(int)
 _tasks: set[asyncio.Task[None]] = set()
 
 
-async def _emit(groups: list[str], rate: float, count: int, size: int) -> None:
+async def _emit(
+    groups: list[str], rate: float, count: int, size: int, phases: list[float] | None = None
+) -> None:
+    """Broadcast ``count`` frames to each group; at ``rate`` per group, or as fast as possible.
+
+    With ``phases``, group ``i``'s frames fall due at ``start + phases[i] + k / rate``; each
+    sleep lasts until the next frame is due and every frame due by then goes out.
+    """
     start = now()
-    sent = 0
-    while sent < count:
-        due = count if rate <= 0 else min(count, int((now() - start) * rate) + 1)
-        if rate <= 0:
-            due = min(count, sent + 100)
-        while sent < due:
-            sent += 1
-            for group in groups:
-                seq = _seqs[group] + 1
-                _seqs[group] = seq
-                broadcast(_groups[group], baseline_frame(group, seq, sent, size), text=True)
-        if rate <= 0:
+    if rate <= 0:
+        n = 0
+        while n < count:
+            for _ in range(min(count, n + 100) - n):
+                n += 1
+                for group in groups:
+                    _send(group, n, size)
             await asyncio.sleep(0)
-        else:
-            await asyncio.sleep(max(0.0, sent / rate - (now() - start)))
+        return
+    offsets = phases or [0.0] * len(groups)
+    sent = [0] * len(groups)
+    due = [(start + offsets[i], i) for i in range(len(groups))]
+    heapq.heapify(due)
+    while due:
+        t = now()
+        while due and due[0][0] <= t:
+            _, i = heapq.heappop(due)
+            sent[i] += 1
+            _send(groups[i], sent[i], size)
+            if sent[i] < count:
+                heapq.heappush(due, (start + offsets[i] + sent[i] / rate, i))
+        if due:
+            await asyncio.sleep(max(0.0, due[0][0] - now()))
+
+
+def _send(group: str, n: int, size: int) -> None:
+    seq = _seqs[group] + 1
+    _seqs[group] = seq
+    broadcast(_groups[group], baseline_frame(group, seq, n, size), text=True)
 
 
 async def _handler(ws: ServerConnection) -> None:
@@ -76,6 +99,7 @@ async def _handler(ws: ServerConnection) -> None:
                         float(params["rate"]),
                         int(params["count"]),
                         int(params["size"]),
+                        [float(x) for x in params.get("phases") or []] or None,
                     )
                 )
                 _tasks.add(task)

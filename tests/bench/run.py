@@ -65,7 +65,24 @@ FULL: dict[str, dict[str, Any]] = {
         "warmup_s": 1.0,
         "p99_limit_ms": 250.0,
     },
-    "S2": {"sessions": 200, "observers": 5, "rate": 10.0, "seconds": 6.0, "warmup_s": 1.0},
+    # In lockstep: every session's update n falls due at the same instant (earlier rounds).
+    "S2": {
+        "sessions": 200,
+        "observers": 5,
+        "rate": 10.0,
+        "seconds": 6.0,
+        "warmup_s": 1.0,
+        "phased": False,
+    },
+    # The same load with each session's stream at its own random phase (independent agents).
+    "S2-phased": {
+        "sessions": 200,
+        "observers": 5,
+        "rate": 10.0,
+        "seconds": 6.0,
+        "warmup_s": 1.0,
+        "phased": True,
+    },
     "S4": {
         "observers": 100,
         "preload": 100_000,
@@ -107,7 +124,10 @@ QUICK: dict[str, dict[str, Any]] = {
            "step_s": 1.0, "warmup_s": 0.3},
     "S1-2KB": {**FULL["S1-2KB"], "observers": 20, "start_rate": 50, "factor": 2.0,
                "max_steps": 1, "step_s": 1.0, "warmup_s": 0.3},
-    "S2": {"sessions": 10, "observers": 3, "rate": 20.0, "seconds": 1.0, "warmup_s": 0.3},
+    "S2": {"sessions": 10, "observers": 3, "rate": 20.0, "seconds": 1.0, "warmup_s": 0.3,
+           "phased": False},
+    "S2-phased": {"sessions": 10, "observers": 3, "rate": 20.0, "seconds": 1.0,
+                  "warmup_s": 0.3, "phased": True},
     "S4": {**FULL["S4"], "observers": 5, "preload": 2000, "window_s": 1.0},
     "S5": {**FULL["S5"], "observers": 5, "behind": 100, "blips": 5},
     "S7": {**FULL["S7"], "observers": 10, "rate": 400.0, "bound": 64 * 1024, "window_s": 1.0,
@@ -269,7 +289,7 @@ def run_all(
     saturation: list[float] = []
     for name in names:
         params = dict(table[name])
-        if name == "S2" and saturation:
+        if name.startswith("S2") and saturation:
             # Half the baseline's single-session saturation, spread over every observer.
             total = 0.5 * median(saturation)
             params["rate"] = round(total / (params["sessions"] * params["observers"]), 1)
@@ -353,7 +373,7 @@ def _verdict(outcome: Outcome) -> Verdict:
             m >= 0.5 if r else None,
             m >= 0.75 if r else None,
         )
-    if key == "S2":
+    if key.startswith("S2"):
         hub, base = _values(o, "hub", "p99_ms"), _values(o, "baseline", "p99_ms")
         if not hub or not base:
             return Verdict("p99 latency", "n/a", "", "", None, None)
@@ -421,6 +441,7 @@ TITLES = {
     "S1": "S1 fan-out: 1 session to N observers, rising rate (about 280-byte updates)",
     "S1-2KB": "S1, 2 KB variant",
     "S2": "S2 wide: many sessions with a few observers each, at half the baseline's saturation",
+    "S2-phased": "S2, each session's stream at its own random phase",
     "S4": "S4 late join: full replay of a long session while updates keep arriving",
     "S5": "S5 short blip: reconnect with a cursor behind the live edge",
     "S7": "S7 slow consumer: one observer stops reading",
@@ -509,7 +530,12 @@ def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) ->
         "  an explicit `_hub_reset`), and so does the agent's own numbering; duplicates, gaps,",
         "  resets and unexpected closes are counted. The exit status fails on any of them.",
         "- **Placement**: the server on one core, the load generator and the bench agent on the",
-        "  other (`os.sched_setaffinity`); open-file limits raised with `resource.setrlimit`.",
+        "  other (`os.sched_setaffinity`; the agent pins itself, `agent.py --cpus`); open-file",
+        "  limits raised with `resource.setrlimit`.",
+        "- **Many sessions**: in S2 all streams are in step, as in earlier rounds (every",
+        "  session's update n falls due at the same instant); in S2-phased each session's",
+        "  stream starts at its own random phase within one period, the same phases for both",
+        "  servers, as independent agents would.",
         "- Figures: median of the runs (min-max in brackets). Ratios are hub / baseline per",
         "  pair of back-to-back runs, then the median.",
         "",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
@@ -129,14 +130,24 @@ async def _window(
     seconds: float,
     warmup: float,
     size: int,
+    phased: bool = False,
 ) -> dict[str, float]:
-    """Stream for ``seconds`` at ``rate``; measure after ``warmup``; wait for the drain."""
+    """Stream for ``seconds`` at ``rate``; measure after ``warmup``; wait for the drain.
+
+    With ``phased``, several sessions stream out of step: each starts at a random phase
+    within one period (``1 / rate``), the same phases for both servers, as independent agents
+    would. Without it, every session's update ``n`` falls due at the same instant.
+    """
     # Half a second more than the window, so that the stream covers the whole window even
     # at low rates (a few updates per second).
     count = max(1, math.ceil(rate * (seconds + 0.5)))
     # Each observer of a session receives ``count`` stamps.
     goals = [c.marks + count for c in conns]
-    await target.stream(sessions, rate, count, size)
+    phases = None
+    if phased and len(sessions) > 1 and rate > 0:
+        rng = random.Random(len(sessions))
+        phases = [rng.uniform(0.0, 1.0 / rate) for _ in sessions]
+    await target.stream(sessions, rate, count, size, phases=phases)
     await asyncio.sleep(warmup)
     cpu0, t0 = time.process_time(), now()
     recorder.start()
@@ -193,7 +204,15 @@ async def s2_wide(target: Target, p: Params, server_pid: int) -> Result:
     recorder = Recorder()
     sessions, conns = await _setup(target, recorder, p["sessions"], p["observers"])
     step = await _window(
-        target, recorder, sessions, conns, p["rate"], p["seconds"], p["warmup_s"], p["size"]
+        target,
+        recorder,
+        sessions,
+        conns,
+        p["rate"],
+        p["seconds"],
+        p["warmup_s"],
+        p["size"],
+        bool(p.get("phased", False)),
     )
     return {
         "figures": {
@@ -478,6 +497,7 @@ Scenario = Callable[[Target, Params, int], Awaitable[Result]]
 SCENARIOS: dict[str, Scenario] = {
     "S1": s1_fanout,
     "S2": s2_wide,
+    "S2-phased": s2_wide,
     "S4": s4_late_join,
     "S5": s5_blip,
     "S7": s7_slow,

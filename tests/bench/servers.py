@@ -3,7 +3,7 @@
 Both servers print ``...: listening on http://HOST:PORT`` on stdout once ready; the port is
 read from that line (they bind port 0). The server is pinned to ``server_cpus`` from the moment
 it starts (``preexec_fn``), so the hub's agent subprocess inherits that affinity until it pins
-itself to ``agent_cpus`` (``ACP_HUB_BENCH_AGENT_CPUS``, read by ``agent.py``).
+itself to ``agent_cpus`` (``agent.py --cpus``).
 """
 
 from __future__ import annotations
@@ -129,11 +129,12 @@ def start_hub(
     """``acp-hub serve`` with the bench agent on an ephemeral loopback port."""
     exe = Path(sys.executable).with_name("acp-hub")
     agent = f"bench={sys.executable} tests/bench/agent.py"
+    if agent_cpus:
+        # An argument: the hub passes its agents only a few of its environment variables.
+        agent += " --cpus " + ",".join(str(c) for c in sorted(agent_cpus))
     argv = [str(exe), "serve", "--host", "127.0.0.1", "--port", "0", "--agent", agent]
     if config is not None:
         argv += ["--config", str(config)]
     argv += extra or []
     env = {"PYTHONPATH": str(ROOT)}
-    if agent_cpus:
-        env["ACP_HUB_BENCH_AGENT_CPUS"] = ",".join(str(c) for c in sorted(agent_cpus))
     return _start("hub", argv, log, cpus, env)

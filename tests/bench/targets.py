@@ -55,9 +55,22 @@ class Target(Protocol):
         ...
 
     async def stream(
-        self, sessions: Sequence[Session], rate: float, count: int, size: int, **extra: object
+        self,
+        sessions: Sequence[Session],
+        rate: float,
+        count: int,
+        size: int,
+        *,
+        phases: Sequence[float] | None = None,
+        **extra: object,
     ) -> None:
-        """Start ``count`` updates of about ``size`` bytes at ``rate``/s in every session."""
+        """Start ``count`` updates of about ``size`` bytes at ``rate``/s in every session.
+
+        ``phases`` (one per session, in seconds) delays each session's first update, so that
+        streams started together are not in step: without it every session's update ``n``
+        falls due at the same instant, and the whole audience's updates arrive as one burst
+        every ``1 / rate`` seconds.
+        """
         ...
 
     def cancel(self, session: Session) -> None:
@@ -140,13 +153,21 @@ class HubTarget:
         return seq
 
     async def stream(
-        self, sessions: Sequence[Session], rate: float, count: int, size: int, **extra: object
+        self,
+        sessions: Sequence[Session],
+        rate: float,
+        count: int,
+        size: int,
+        *,
+        phases: Sequence[float] | None = None,
+        **extra: object,
     ) -> None:
         words = " ".join(f"{k}={v}" for k, v in extra.items())
         text = f"rate={rate:g} count={count} size={size} {words}".strip()
         waits = []
-        for s in sessions:
-            params = {"sessionId": s.id, "prompt": [{"type": "text", "text": text}]}
+        for i, s in enumerate(sessions):
+            phase = f" phase={phases[i]:.6f}" if phases else ""
+            params = {"sessionId": s.id, "prompt": [{"type": "text", "text": text + phase}]}
             answer = s.creator.request("session/prompt", params)
             if id(s.creator) in self._v1:
                 # v1 answers a prompt when its turn ends: do not wait for that here.
@@ -187,9 +208,23 @@ class BaselineTarget:
         return seq
 
     async def stream(
-        self, sessions: Sequence[Session], rate: float, count: int, size: int, **extra: object
+        self,
+        sessions: Sequence[Session],
+        rate: float,
+        count: int,
+        size: int,
+        *,
+        phases: Sequence[float] | None = None,
+        **extra: object,
     ) -> None:
-        params = {"groups": [s.id for s in sessions], "rate": rate, "count": count, "size": size}
+        params: dict[str, Any] = {
+            "groups": [s.id for s in sessions],
+            "rate": rate,
+            "count": count,
+            "size": size,
+        }
+        if phases:
+            params["phases"] = list(phases)
         await sessions[0].creator.request("stream", params)
 
     def cancel(self, session: Session) -> None:
