@@ -9,6 +9,7 @@ rise by exactly one, with no duplicate and no gap.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -50,3 +51,24 @@ def test_quick_bench_runs_every_scenario_correctly(tmp_path: Path) -> None:
     assert by_name["S4"]["correctness"]["replay_covers_preload"] == 1
     assert by_name["S5"]["correctness"]["blip_gaps"] == 0
     assert done.returncode == 0, log
+
+
+@pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2 if hasattr(os, "sched_getaffinity") else True,
+    reason="placement needs at least two CPUs and sched_setaffinity",
+)
+def test_a_misplaced_agent_fails_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The placement in the report is read back from the kernel: an agent that does not pin
+    # itself (it inherits the server's core) makes the run fail instead of skewing it.
+    from tests.bench import run, servers
+
+    start_hub = servers.start_hub
+
+    def unpinned_agent(log: Path, cpus: set[int] | None, agent: object, **kw: Any) -> Any:
+        return start_hub(log, cpus, None, **kw)
+
+    monkeypatch.setattr(run, "start_hub", unpinned_agent)
+    place = run.Placement.choose(True)
+    result = run.run_one("S2", "hub", {**QUICK["S2"], "size": 280}, place, tmp_path, 0, 100)
+    assert result["placement"]["agent"] == sorted(place.server or [])
+    assert any(p.startswith("misplaced: agent") for p in problems("S2", result)), result

@@ -226,6 +226,7 @@ def run_one(
             preexec_fn=_pin(place.loadgen),
             check=False,
         )
+        seen = server.placement()
     except subprocess.TimeoutExpired:
         return {"error": f"the load generator took more than {budget:.0f} s"}
     finally:
@@ -234,6 +235,15 @@ def run_one(
     if done.returncode != 0 or not lines:
         return {"error": done.stderr.decode(errors="replace")[-3000:] or "no output"}
     result: dict[str, Any] = json.loads(lines[-1])
+    result["placement"] = seen
+    wanted = {"server": place.server, "agent": place.agent}
+    wrong = [
+        f"{who} on CPUs {seen[who]}, not {sorted(cpus)}"
+        for who, cpus in wanted.items()
+        if cpus and who in seen and set(seen[who]) != cpus
+    ]
+    if wrong:
+        result["misplaced"] = "; ".join(wrong)
     return result
 
 
@@ -246,6 +256,8 @@ def problems(name: str, result: dict[str, Any]) -> list[str]:
     c: dict[str, int] = result["correctness"]
     keys = ("duplicates", "gaps", "resets", "number_gaps", "number_duplicates")
     out = [f"{k}={c[k]}" for k in keys if c.get(k)]
+    if result.get("misplaced"):
+        out.append(f"misplaced: {result['misplaced']}")
     key = _scenario_key(name)
     if key != "S1" and c.get("closed"):
         out.append(f"closed={c['closed']}")
@@ -509,7 +521,7 @@ def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) ->
         "| | |",
         "|---|---|",
         *(f"| {k} | {v} |" for k, v in facts.items()),
-        f"| placement | {place.describe()} |",
+        f"| placement | {place.describe()} (read back from the kernel in every run) |",
         f"| runs | {runs} per scenario and server, interleaved{' (quick mode)' if quick else ''} |",
         "",
         "## Method",

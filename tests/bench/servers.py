@@ -15,7 +15,8 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from io import BufferedReader
 from pathlib import Path
 from typing import IO, cast
@@ -41,10 +42,34 @@ class Server:
     host: str
     port: int
     log: Path
+    closers: list[Callable[[], None]] = field(default_factory=list)
+    """Run after the process has exited: join the log copier, close the pipe and the log."""
 
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def placement(self) -> dict[str, list[int]]:
+        """The CPUs the server and its agent subprocesses may run on, as the kernel has them.
+
+        Read while the server runs, so that the report's placement is checked, not assumed:
+        an agent inherits the server's affinity unless it pins itself.
+        """
+        seen: dict[str, list[int]] = {"server": _cpus(self.pid)}
+        agents: set[int] = set()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+                if ppid == self.pid:
+                    agents.update(_cpus(int(entry.name)))
+            except (OSError, ValueError):
+                continue  # gone meanwhile, or not ours to read
+        if agents:
+            seen["agent"] = sorted(agents)
+        return seen
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 10 s; the whole process group (the hub's agents too)."""
@@ -55,6 +80,15 @@ class Server:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
+        while self.closers:
+            self.closers.pop(0)()
+
+
+def _cpus(pid: int) -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(pid))
+    except (OSError, AttributeError):
+        return []
 
 
 def _pin(cpus: set[int] | None) -> None:
@@ -108,8 +142,10 @@ def _start(
             seen += chunk
             out.write(chunk)
     # Keep draining stdout into the log, so that the server never blocks on a full pipe.
-    threading.Thread(target=_copy, args=(stdout, out), daemon=True).start()
-    return Server(kind, proc, match.group(1).decode(), int(match.group(2)), log)
+    copier = threading.Thread(target=_copy, args=(stdout, out), daemon=True)
+    copier.start()
+    closers = [lambda: copier.join(10), stdout.close, out.close]
+    return Server(kind, proc, match.group(1).decode(), int(match.group(2)), log, closers)
 
 
 def start_baseline(log: Path, cpus: set[int] | None) -> Server:
