@@ -151,6 +151,18 @@ def parse(data: bytes | str, *, allow_batch: bool = False) -> Entry | Batch:
 
 def classify(obj: Any) -> Entry:
     """Classify one decoded JSON value as a message, or ``Invalid`` with the reason."""
+    if type(obj) is dict and "id" not in obj:
+        # The common case first (an agent streams notifications): the same checks as below.
+        method = obj.get("method")
+        if (
+            type(method) is str
+            and obj.get("jsonrpc") == "2.0"
+            and "result" not in obj
+            and "error" not in obj
+        ):
+            params = obj.get("params")
+            if params is None or type(params) is dict or type(params) is list:
+                return Notification(method, params)
     if not isinstance(obj, dict):
         return Invalid(None, invalid_request("a JSON-RPC message must be an object"))
     has_id = "id" in obj

@@ -118,7 +118,10 @@ def _check_list(value: object, variant: str, key: str) -> list[Any]:
 
 def _check_block(block: object, variant: str) -> None:
     """A ``ContentBlock``: open union on ``type``; known types need their required fields."""
-    if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+    # `type(...) is dict` first: decoded JSON is always a dict, and the ABC check is slow.
+    if (type(block) is not dict and not isinstance(block, Mapping)) or not isinstance(
+        block.get("type"), str
+    ):
         _fail(variant, "a content block needs a string 'type'")
     for key in _BLOCK_STRINGS.get(block["type"], ()):
         if not isinstance(block.get(key), str):
@@ -616,7 +619,7 @@ def check(update: Mapping[str, Any]) -> None:
 
 
 def _variant(update: Mapping[str, Any]) -> str:
-    if not isinstance(update, Mapping):
+    if type(update) is not dict and not isinstance(update, Mapping):
         raise InvalidParams("a session update must be an object")
     variant = update.get("sessionUpdate")
     if not isinstance(variant, str):

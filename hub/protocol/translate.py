@@ -184,7 +184,8 @@ def _bad(where: str, why: str) -> NoReturn:
 
 
 def _obj(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
+    # `type(...) is dict` first: decoded JSON is always a dict, and the ABC check is slow.
+    if type(value) is not dict and not isinstance(value, Mapping):
         _bad(where, "expected an object")
     return value
 

@@ -172,21 +172,28 @@ class AsgiFrameWriter:
         return self._proto is not None
 
     def try_write(self, frame: bytes) -> bool:
-        # Called once per client for every event: the checks are kept to attribute reads.
+        # Called once per client for every event: the checks are kept to attribute reads of
+        # the writer, uvicorn's protocol and the transport.
         proto = self._proto
         if proto is None or self._closed or not self._writable.is_set():
             return False
         transport = self._transport
         if proto.close_sent or proto.disconnected or transport.is_closing():
             return False
-        conn = proto.conn
-        if self._plain and conn.state is State.OPEN:
+        if self._plain:
             # Server frames are unmasked and, without extensions, the same bytes for every
             # client: built once per frame (the fan-out writes one frame to many clients).
-            transport.write(wire_frame(frame))
-        else:
-            conn.send_text(frame)
-            transport.write(b"".join(conn.data_to_send()))
+            # The websockets state needs no check here: uvicorn sets `close_sent` or closes
+            # the transport in the same callback in which the state leaves OPEN (a close
+            # sent, a close received, a protocol error, the end of the stream).
+            last = _last_wire
+            transport.write(last[1] if last[0] is frame else wire_frame(frame))
+            return True
+        conn = proto.conn
+        if conn.state is not State.OPEN:
+            return False
+        conn.send_text(frame)
+        transport.write(b"".join(conn.data_to_send()))
         return True
 
     async def writable(self) -> None:

@@ -31,6 +31,8 @@ def _size(v2: bytes, v1_hub: tuple[bytes, ...]) -> int:
     """What an event counts against ``retained_bytes``. ``v1`` is either empty or the same
     frames as ``v1_hub``; a v1 frame may be the v2 frame itself (an update that renders to v1
     unchanged), counted once."""
+    if len(v1_hub) == 1 and v1_hub[0] is v2:
+        return len(v2) + 64  # the common case, without a generator
     return len(v2) + sum(len(f) for f in v1_hub if f is not v2) + 64
 
 

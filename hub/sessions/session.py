@@ -178,6 +178,10 @@ class Session:
         self._frame_head = _FRAME_OPEN + orjson.dumps(session_id) + _UPDATE_OPEN
         self.v1 = ClientV1Renderer()
         self.attached: dict[str, Attachment] = {}
+        # The fan-out's view of `attached`, rebuilt on every attach and detach: the push of
+        # each v2 attachment, and the v1 attachments (read for every event).
+        self._v2_pushes: tuple[Callable[[bytes], bool], ...] = ()
+        self._v1_attached: tuple[Attachment, ...] = ()
         self.prompt_policy: str = settings.prompt_policy
         self.permission_policy: str = settings.permission_policy
         self.queue: list[QueuedPrompt] = []
@@ -257,10 +261,11 @@ class Session:
         self.log.append_row(
             seq, message_id if isinstance(message_id, str) else None, v2, v1, v1_hub, origin
         )
-        for attachment in tuple(self.attached.values()):
-            if attachment.v2:
-                attachment.push(v2)
-            elif origin != attachment.client_id:  # `Event.for_v1`, inlined for the hot path
+        # Snapshots: a push that closes a client detaches it, which replaces them.
+        for push in self._v2_pushes:
+            push(v2)
+        for attachment in self._v1_attached:
+            if origin != attachment.client_id:  # `Event.for_v1`, inlined for the hot path
                 for frame in v1_hub if attachment.hub_events else v1:
                     attachment.push(frame)
         return seq
@@ -316,7 +321,13 @@ class Session:
         previous = self.attached.get(client.client_id)
         since = previous.since if previous is not None and previous.role == effective else now_iso()
         self.attached[client.client_id] = Attachment(client, since, effective, via_attach)
+        self._fanout_changed()
         return cursor
+
+    def _fanout_changed(self) -> None:
+        attachments = self.attached.values()
+        self._v2_pushes = tuple(a.push for a in attachments if a.v2)
+        self._v1_attached = tuple(a for a in attachments if not a.v2)
 
     def announce(self, client: ClientHandle) -> None:
         """After the attach response was queued: tell everyone who joined, and offer the new
@@ -333,6 +344,7 @@ class Session:
         attachment = self.attached.pop(client.client_id, None)
         if attachment is None:
             return
+        self._fanout_changed()
         for pending in self.permissions.values():
             request_id = pending.copies.pop(client.client_id, None)
             if request_id is not None:

@@ -170,6 +170,31 @@ def test_classify_of_non_object() -> None:
     )
 
 
+def test_classify_of_a_mapping_that_is_not_a_plain_dict() -> None:
+    # Decoded JSON is a plain dict (the fast path); any other dict classifies the same way.
+    class Message(dict[str, Any]):
+        pass
+
+    notification = Message(jsonrpc="2.0", method="m", params={"a": 1})
+    assert classify(notification) == Notification("m", {"a": 1})
+    assert classify(Message(jsonrpc="2.0", method="m", params=3)).error.code == (  # type: ignore[union-attr]
+        errors.INVALID_REQUEST
+    )
+
+
+def test_notifications_that_the_fast_path_hands_on_to_the_full_checks() -> None:
+    bad = [
+        ({"jsonrpc": "2.0", "method": "m", "params": "x"}, "params must be an object or an array"),
+        ({"jsonrpc": "1.0", "method": "m"}, 'jsonrpc must be "2.0"'),
+        ({"jsonrpc": "2.0", "method": 1}, "method must be a string"),
+        ({"jsonrpc": "2.0", "method": "m", "result": 1}, "a call must not carry result or error"),
+    ]
+    for obj, reason in bad:
+        entry = classify(obj)
+        assert isinstance(entry, Invalid), obj
+        assert reason in str(entry.error.data)
+
+
 def test_is_request_id() -> None:
     assert all(is_request_id(v) for v in ["", "a", 0, -1, 2**63 - 1, None])
     assert not any(is_request_id(v) for v in [True, False, 1.0, [], {}, b"x"])

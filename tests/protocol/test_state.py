@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from hub.protocol.compact import compact
 from hub.protocol.errors import InvalidParams
-from hub.protocol.state import SessionState
+from hub.protocol.state import SessionState, check
 from tests.protocol import strategies as sts
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -645,6 +645,26 @@ def test_malformed_known_variants_are_rejected_without_change(update: Any) -> No
     with pytest.raises(InvalidParams):
         state.apply(update)
     assert state.snapshot() == before
+
+
+# `check` leaves the one state-dependent rule to `apply` (see its docstring).
+STATELESS = [
+    u
+    for u in MALFORMED
+    if not (isinstance(u, dict) and u.get("status") == "pending" and "request" not in u)
+]
+
+
+@pytest.mark.parametrize("update", STATELESS, ids=[json.dumps(u)[:60] for u in STATELESS])
+def test_check_refuses_what_apply_refuses(update: Any) -> None:
+    with pytest.raises(InvalidParams):
+        check(update)
+
+
+def test_check_accepts_unknown_variants_as_apply_keeps_them() -> None:
+    update = {"sessionUpdate": "_vendor_thing", "x": 1}
+    check(update)
+    assert SessionState().apply_all([update]).snapshot() != SessionState().snapshot()
 
 
 def test_pending_permission_may_omit_request_when_the_record_has_one() -> None:
