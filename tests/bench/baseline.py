@@ -45,7 +45,11 @@ async def _emit(
     """Broadcast ``count`` frames to each group; at ``rate`` per group, or as fast as possible.
 
     With ``phases``, group ``i``'s frames fall due at ``start + phases[i] + k / rate``; each
-    sleep lasts until the next frame is due and every frame due by then goes out.
+    sleep lasts until the next frame is due and every frame due by then goes out: first all
+    of them are built (each stamped as it is built), then broadcast in order, as the bench
+    agent builds every due update (each stamped) and writes them to the hub in one write.
+    So in both servers an update's latency counts from when it was made, and the updates
+    made in the same instant wait for each other's delivery.
     """
     start = now()
     if rate <= 0:
@@ -63,20 +67,27 @@ async def _emit(
     heapq.heapify(due)
     while due:
         t = now()
+        made: list[tuple[str, bytes]] = []
         while due and due[0][0] <= t:
             _, i = heapq.heappop(due)
             sent[i] += 1
-            _send(groups[i], sent[i], size)
+            made.append(_make(groups[i], sent[i], size))
             if sent[i] < count:
                 heapq.heappush(due, (start + offsets[i] + sent[i] / rate, i))
+        for group, frame in made:
+            broadcast(_groups[group], frame, text=True)
         if due:
             await asyncio.sleep(max(0.0, due[0][0] - now()))
 
 
-def _send(group: str, n: int, size: int) -> None:
+def _make(group: str, n: int, size: int) -> tuple[str, bytes]:
     seq = _seqs[group] + 1
     _seqs[group] = seq
-    broadcast(_groups[group], baseline_frame(group, seq, n, size), text=True)
+    return group, baseline_frame(group, seq, n, size)
+
+
+def _send(group: str, n: int, size: int) -> None:
+    broadcast(_groups[group], _make(group, n, size)[1], text=True)
 
 
 async def _handler(ws: ServerConnection) -> None:
