@@ -10,8 +10,9 @@ text is empty) holds ``key=value`` words:
   into many messages rather than one enormous one;
 - ``variant``: ``chunk`` (default) or ``title``: ``session_info_update`` snapshots whose
   title carries the marker, so that the session's state does not grow (memory scenarios);
-- ``phase``: seconds to wait before the first update (default ``0``), so that streams started
-  together do not stay in step (see ``Target.stream``).
+- ``start``: when the first update is due, in ``CLOCK_MONOTONIC`` seconds (the same clock in
+  every process of the machine; default: at once), so that the load generator decides which
+  streams are in step and which are not (see ``Target.stream``).
 
 The prompt is accepted at once (v2: ``{}``), then the agent sends ``user_message``,
 ``state_update running``, ``count`` ``agent_message_chunk`` updates whose text starts with
@@ -150,7 +151,7 @@ class _Agent:
             per_message=max(1, int(words.get("per_message", 100))),
             turn=turn,
             variant=words.get("variant", "chunk"),
-            start=now() + max(0.0, float(words.get("phase", 0))),
+            start=float(words["start"]) if "start" in words else now(),
         )
         probe = self.update(session_id, chunk_update(f"t{turn}-m000000", ""))
         stream.overhead = len(probe) - 1 + HUB_META_ESTIMATE

@@ -8,9 +8,9 @@ The wire protocol is a tiny JSON-RPC subset so that the load generator drives it
 
 - ``attach {group}``: join a group; result ``{"_meta": {"acp-hub": {"seq": S, "epoch": "e1"}}}``
   where ``S`` is the group's last seq (the next frame carries ``S + 1``);
-- ``stream {groups, rate, count, size, phases?}``: broadcast ``count`` frames to each group at
-  ``rate`` frames per second per group (``0``: as fast as possible), group ``i`` starting
-  ``phases[i]`` seconds late; answered at once.
+- ``stream {groups, rate, count, size, starts?}``: broadcast ``count`` frames to each group at
+  ``rate`` frames per second per group (``0``: as fast as possible), group ``i``'s first at
+  ``starts[i]`` (``CLOCK_MONOTONIC`` seconds; default: at once); answered at once.
 
 Run: ``python -m tests.bench.baseline [--port 0] [--no-uvloop]``; prints
 ``baseline: listening on http://127.0.0.1:PORT`` once ready.
@@ -40,11 +40,11 @@ _tasks: set[asyncio.Task[None]] = set()
 
 
 async def _emit(
-    groups: list[str], rate: float, count: int, size: int, phases: list[float] | None = None
+    groups: list[str], rate: float, count: int, size: int, starts: list[float] | None = None
 ) -> None:
     """Broadcast ``count`` frames to each group; at ``rate`` per group, or as fast as possible.
 
-    With ``phases``, group ``i``'s frames fall due at ``start + phases[i] + k / rate``; each
+    Group ``i``'s frame ``k`` (from 0) falls due at ``starts[i] + k / rate``; each
     sleep lasts until the next frame is due and every frame due by then goes out: first all
     of them are built (each stamped as it is built), then broadcast in order, as the bench
     agent builds every due update (each stamped) and writes them to the hub in one write.
@@ -61,9 +61,9 @@ async def _emit(
                     _send(group, n, size)
             await asyncio.sleep(0)
         return
-    offsets = phases or [0.0] * len(groups)
+    firsts = starts or [start] * len(groups)
     sent = [0] * len(groups)
-    due = [(start + offsets[i], i) for i in range(len(groups))]
+    due = [(firsts[i], i) for i in range(len(groups))]
     heapq.heapify(due)
     while due:
         t = now()
@@ -73,7 +73,7 @@ async def _emit(
             sent[i] += 1
             made.append(_make(groups[i], sent[i], size))
             if sent[i] < count:
-                heapq.heappush(due, (start + offsets[i] + sent[i] / rate, i))
+                heapq.heappush(due, (firsts[i] + sent[i] / rate, i))
         for group, frame in made:
             broadcast(_groups[group], frame, text=True)
         if due:
@@ -110,7 +110,7 @@ async def _handler(ws: ServerConnection) -> None:
                         float(params["rate"]),
                         int(params["count"]),
                         int(params["size"]),
-                        [float(x) for x in params.get("phases") or []] or None,
+                        [float(x) for x in params.get("starts") or []] or None,
                     )
                 )
                 _tasks.add(task)

@@ -134,20 +134,22 @@ async def _window(
 ) -> dict[str, float]:
     """Stream for ``seconds`` at ``rate``; measure after ``warmup``; wait for the drain.
 
-    With ``phased``, several sessions stream out of step: each starts at a random phase
-    within one period (``1 / rate``), the same phases for both servers, as independent agents
-    would. Without it, every session's update ``n`` falls due at the same instant.
+    Several sessions start together, a quarter of a second after the call, on the same
+    clock in both servers: in step (every session's update ``n`` due in the same instant),
+    or with ``phased`` each at a random phase within one period (``1 / rate``), the same
+    phases for both servers, as independent agents would.
     """
     # Half a second more than the window, so that the stream covers the whole window even
     # at low rates (a few updates per second).
     count = max(1, math.ceil(rate * (seconds + 0.5)))
     # Each observer of a session receives ``count`` stamps.
     goals = [c.marks + count for c in conns]
-    phases = None
-    if phased and len(sessions) > 1 and rate > 0:
+    starts = None
+    if len(sessions) > 1 and rate > 0:
         rng = random.Random(len(sessions))
-        phases = [rng.uniform(0.0, 1.0 / rate) for _ in sessions]
-    await target.stream(sessions, rate, count, size, phases=phases)
+        at = now() + 0.25
+        starts = [at + (rng.uniform(0.0, 1.0 / rate) if phased else 0.0) for _ in sessions]
+    await target.stream(sessions, rate, count, size, starts=starts)
     await asyncio.sleep(warmup)
     cpu0, t0 = time.process_time(), now()
     recorder.start()

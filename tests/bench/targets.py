@@ -61,15 +61,15 @@ class Target(Protocol):
         count: int,
         size: int,
         *,
-        phases: Sequence[float] | None = None,
+        starts: Sequence[float] | None = None,
         **extra: object,
     ) -> None:
         """Start ``count`` updates of about ``size`` bytes at ``rate``/s in every session.
 
-        ``phases`` (one per session, in seconds) delays each session's first update, so that
-        streams started together are not in step: without it every session's update ``n``
-        falls due at the same instant, and the whole audience's updates arrive as one burst
-        every ``1 / rate`` seconds.
+        ``starts`` (one per session, ``CLOCK_MONOTONIC`` seconds) is when each session's first
+        update falls due (default: as soon as the server has the request). The same start for
+        every session puts the streams in step: each session's update ``n`` falls due in the
+        same instant, in both servers alike.
         """
         ...
 
@@ -159,15 +159,15 @@ class HubTarget:
         count: int,
         size: int,
         *,
-        phases: Sequence[float] | None = None,
+        starts: Sequence[float] | None = None,
         **extra: object,
     ) -> None:
         words = " ".join(f"{k}={v}" for k, v in extra.items())
         text = f"rate={rate:g} count={count} size={size} {words}".strip()
         waits = []
         for i, s in enumerate(sessions):
-            phase = f" phase={phases[i]:.6f}" if phases else ""
-            params = {"sessionId": s.id, "prompt": [{"type": "text", "text": text + phase}]}
+            start = f" start={starts[i]:.6f}" if starts else ""
+            params = {"sessionId": s.id, "prompt": [{"type": "text", "text": text + start}]}
             answer = s.creator.request("session/prompt", params)
             if id(s.creator) in self._v1:
                 # v1 answers a prompt when its turn ends: do not wait for that here.
@@ -214,7 +214,7 @@ class BaselineTarget:
         count: int,
         size: int,
         *,
-        phases: Sequence[float] | None = None,
+        starts: Sequence[float] | None = None,
         **extra: object,
     ) -> None:
         params: dict[str, Any] = {
@@ -223,8 +223,8 @@ class BaselineTarget:
             "count": count,
             "size": size,
         }
-        if phases:
-            params["phases"] = list(phases)
+        if starts:
+            params["starts"] = list(starts)
         await sessions[0].creator.request("stream", params)
 
     def cancel(self, session: Session) -> None:
