@@ -43,6 +43,7 @@ from an agent.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import signal
@@ -55,7 +56,7 @@ import anyio
 import anyio.abc
 
 from hub import __version__
-from hub.agents.connection import Connection
+from hub.agents.connection import Connection, DispatchBatch
 from hub.agents.errors import AgentError, agent_unavailable, unsupported
 from hub.agents.process import AgentProcess, ShutdownTimings, group_alive
 from hub.agents.sink import SessionSink
@@ -193,8 +194,10 @@ class Agent:
         max_line: int = DEFAULT_MAX_LINE,
         stderr_lines: int = 200,
         policy: RestartPolicy | None = None,
+        dispatch_batch: DispatchBatch = contextlib.nullcontext,
     ) -> None:
         self.spec = spec
+        self._dispatch_batch = dispatch_batch
         self._tg = task_group
         self._max_line = max_line
         self._stderr_lines = stderr_lines
@@ -373,6 +376,7 @@ class Agent:
                     on_notification=partial(self._on_notification, live),
                     on_request_seen=self._on_request_seen,
                     max_line=self._max_line,
+                    dispatch_batch=self._dispatch_batch,
                 )
                 live.conn = conn
                 tg.start_soon(self._read, live)

@@ -13,6 +13,7 @@ Leaving the context (or ``aclose``) stops every agent with the ordered shutdown 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from types import TracebackType
 
@@ -20,6 +21,7 @@ import anyio
 import anyio.abc
 
 from hub.agents.agent import Agent, RestartPolicy
+from hub.agents.connection import DispatchBatch
 from hub.agents.spec import AgentSpec
 from hub.protocol.framing import DEFAULT_MAX_LINE
 
@@ -44,6 +46,7 @@ class Supervisor:
         max_line: int = DEFAULT_MAX_LINE,
         stderr_lines: int = 200,
         policy: RestartPolicy | None = None,
+        dispatch_batch: DispatchBatch = contextlib.nullcontext,
     ) -> None:
         for key, spec in specs.items():
             if key != spec.name:
@@ -56,6 +59,7 @@ class Supervisor:
         self._max_line = max_line
         self._stderr_lines = stderr_lines
         self._policy = policy
+        self._dispatch_batch = dispatch_batch
         self._agents: dict[str, Agent] = {}
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -75,6 +79,7 @@ class Supervisor:
                 max_line=self._max_line,
                 stderr_lines=self._stderr_lines,
                 policy=self._policy,
+                dispatch_batch=self._dispatch_batch,
             )
             for name, spec in self._specs.items()
         }

@@ -24,6 +24,7 @@ from starlette.websockets import WebSocket
 from hub import __version__
 from hub.agents.spec import AgentSpec
 from hub.agents.supervisor import Supervisor
+from hub.server import transport
 from hub.server.connection import ClientConnection
 from hub.server.transport import AsgiFrameWriter
 from hub.server.web import web_routes
@@ -74,6 +75,7 @@ class HubApp:
             self.default_agent,
             max_line=self.settings.max_line_bytes,
             stderr_lines=self.settings.stderr_lines,
+            dispatch_batch=transport.held_writes,
         ) as supervisor:
             self.supervisor = supervisor
             registry = SessionRegistry(self.settings, supervisor)

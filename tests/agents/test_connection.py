@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from hub.agents.connection import Connection
+from hub.agents.connection import BATCH_LINES, Connection, DispatchBatch
 from hub.agents.errors import AgentError, agent_unavailable
 from hub.agents.process import AgentProcess
 from hub.agents.spec import AgentSpec
@@ -41,6 +41,7 @@ async def connected(
     spec: AgentSpec,
     on_request: Any = None,
     notifications: list[tuple[str, dict[str, Any]]] | None = None,
+    dispatch_batch: DispatchBatch = nullcontext,
 ) -> AsyncIterator[tuple[AgentProcess, Connection]]:
     async def refuse(method: str, params: dict[str, Any]) -> Any:
         raise AgentError(method_not_found(method))
@@ -56,6 +57,7 @@ async def connected(
                 tg,
                 on_request=on_request or refuse,
                 on_notification=lambda m, p: seen.append((m, p)),
+                dispatch_batch=dispatch_batch,
             )
             tg.start_soon(conn.run)
             tg.start_soon(process.pump_stderr)
@@ -115,6 +117,43 @@ async def test_cancelled_request_is_withdrawn_and_its_late_answer_ignored(
     finally:
         logger.removeHandler(late)
         logger.setLevel(level)
+
+
+async def test_lines_read_together_are_dispatched_in_bounded_batches(tmp_path: Path) -> None:
+    # 150 notifications in one write: every one is dispatched inside a batch, in order, and
+    # no batch holds more than BATCH_LINES of them.
+    script = tmp_path / "echo_agent.py"
+    script.write_text(ECHO_AGENT)
+    lines = tmp_path / "lines.txt"
+    count = 150
+    lines.write_text(
+        "\n".join(
+            json.dumps({"jsonrpc": "2.0", "method": "note", "params": {"n": n}})
+            for n in range(count)
+        )
+    )
+    seen: list[tuple[str, dict[str, Any]]] = []
+    batches: list[tuple[int, int]] = []  # (first, end) indexes into `seen`
+
+    @contextmanager
+    def batch() -> Iterator[None]:
+        first = len(seen)
+        try:
+            yield
+        finally:
+            batches.append((first, len(seen)))
+
+    spec = AgentSpec("echo", sys.executable, (str(script), str(lines)))
+    async with connected(spec, notifications=seen, dispatch_batch=batch) as (_process, conn):
+        await conn.request("initialize", {"protocolVersion": 2})
+        with anyio.fail_after(10):
+            while len(seen) < count:  # noqa: ASYNC110 - the recorder is a plain list
+                await anyio.sleep(0.01)
+    assert [p["n"] for _, p in seen] == list(range(count))
+    # Batches follow one another and together cover every line: none came outside one.
+    covered = [i for first, end in batches for i in range(first, end)]
+    assert covered == list(range(count))
+    assert max(end - first for first, end in batches) == BATCH_LINES
 
 
 async def test_agent_ids_from_zero_withdrawal_and_unknown_methods(tmp_path: Path) -> None:
