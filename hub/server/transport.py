@@ -111,13 +111,11 @@ def held_writes() -> Iterator[None]:
 def _release() -> None:
     """Make the held writes now (the batch, if any, stays open)."""
     held = _held
-    if not held:
-        return
-    pending = held[:]
-    held.clear()
-    for transport, data in pending:
-        if not transport.is_closing():
-            transport.write(data)
+    if held:
+        for transport, data in held:
+            if not transport.is_closing():
+                transport.write(data)
+        held.clear()
 
 
 def wire_frame(payload: bytes) -> bytes:

@@ -28,6 +28,7 @@ the variables of ``hub.agents.process.ENV_KEEP`` and their spec's own ``env``.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import heapq
 import itertools
@@ -246,8 +247,9 @@ class _Agent:
 
 def main() -> int:
     """Serve ACP v2 on stdin/stdout until stdin closes."""
-    args = sys.argv[1:]
-    cpus = args[args.index("--cpus") + 1] if "--cpus" in args[:-1] else ""
+    parser = argparse.ArgumentParser(prog="tests/bench/agent.py")
+    parser.add_argument("--cpus", default="", help="comma-separated CPUs to pin the agent to")
+    cpus = parser.parse_args().cpus
     if cpus and hasattr(os, "sched_setaffinity"):
         try:
             os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
