@@ -12,21 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from hub.protocol.errors import AGENT_UNAVAILABLE, UNSUPPORTED, RpcError, hub_error
+from hub.protocol.errors import AGENT_UNAVAILABLE, UNSUPPORTED, RpcFailure, hub_error
 
 __all__ = ["AgentError", "agent_unavailable", "unsupported"]
 
 
-class AgentError(Exception):
+class AgentError(RpcFailure):
     """An agent operation failed; ``error`` is the JSON-RPC error object to pass on."""
-
-    def __init__(self, error: RpcError) -> None:
-        super().__init__(f"{error.message} ({error.code})")
-        self.error = error
-
-    @property
-    def code(self) -> int:
-        return self.error.code
 
 
 def agent_unavailable(agent: str, reason: str, **data: Any) -> AgentError:

@@ -101,6 +101,23 @@ class TranslationError(LocalError):
     """Something that has no faithful rendering in the target protocol version."""
 
 
+class RpcFailure(Exception):
+    """An operation failed and ``error`` is the JSON-RPC error object its caller is owed.
+
+    The one base of the failures that travel up to a client as an answer: the agents layer
+    raises ``AgentError`` and the sessions layer ``SessionFailure``, both subclasses; the server
+    answers any of them with ``error`` verbatim, without a traceback (they are expected).
+    """
+
+    def __init__(self, error: RpcError) -> None:
+        super().__init__(f"{error.message} ({error.code})")
+        self.error = error
+
+    @property
+    def code(self) -> int:
+        return self.error.code
+
+
 @dataclass(frozen=True, slots=True)
 class RpcError:
     """A JSON-RPC error object.

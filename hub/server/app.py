@@ -34,7 +34,7 @@ from hub.settings import Settings
 log = logging.getLogger("hub.server")
 
 RAW_SEND = "acp_hub.raw_send"
-WEB_DIR = Path(__file__).resolve().parent.parent.parent / "web"
+WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 
 GOING_AWAY = 1001
 POLICY_VIOLATION = 1008

@@ -40,6 +40,7 @@ from hub.protocol.errors import (
     InvalidParams,
     ProtocolError,
     RpcError,
+    RpcFailure,
     forbidden,
     hub_error,
     invalid_params,
@@ -74,12 +75,8 @@ ATTRIBUTION_WAIT = 5.0
 the prompt without naming it (seconds)."""
 
 
-class SessionFailure(Exception):
+class SessionFailure(RpcFailure):
     """A client operation on a session failed; ``error`` is the JSON-RPC answer."""
-
-    def __init__(self, error: RpcError) -> None:
-        super().__init__(error.message)
-        self.error = error
 
 
 def now_iso() -> str:

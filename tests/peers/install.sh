@@ -4,7 +4,7 @@
 #   tests/peers/install.sh PYTHON
 #
 # - npm ci in tests/peers (the TypeScript SDK 1.9.0 examples, SDK 2.4.0, ws, and typescript for
-#   tsc -p web); skipped with a message when npm is absent (the tests that need node then skip,
+#   tsc -p hub/web); skipped with a message when npm is absent (the tests that need node then skip,
 #   or fail in CI);
 # - the Python SDK (requirements.txt) into PYTHON's environment;
 # - the Python SDK's sdist into tests/peers/cache/, with its examples/ extracted beside it.

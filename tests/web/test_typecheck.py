@@ -1,4 +1,4 @@
-"""The browser code type-checks: ``tsc -p web`` (``web/tsconfig.json``: checkJs, strict).
+"""The browser code type-checks: ``tsc -p hub/web`` (``hub/web/tsconfig.json``: checkJs, strict).
 
 The modules in ``web/`` are plain ES modules with JSDoc types and no build step; the
 TypeScript compiler pinned in ``tests/peers/package.json`` checks them without emitting.
@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.peers.paths import NODE_MODULES
 from tests.support import ROOT, missing, require_binary
 
-WEB = ROOT / "web"
+WEB = ROOT / "hub" / "web"
 TSC = NODE_MODULES / "typescript" / "bin" / "tsc"
 
 
@@ -33,7 +33,7 @@ def _tsc(project: Path) -> subprocess.CompletedProcess[str]:
 
 def test_web_code_type_checks() -> None:
     result = _tsc(WEB)
-    assert result.returncode == 0, f"tsc -p web found errors:\n{result.stdout}{result.stderr}"
+    assert result.returncode == 0, f"tsc -p hub/web found errors:\n{result.stdout}{result.stderr}"
 
 
 def test_the_check_catches_a_type_error(tmp_path: Path) -> None:
