@@ -135,9 +135,13 @@ def web_routes(web_dir: Path, *, embed_origins: Sequence[str]) -> list[BaseRoute
 
     async def static(request: Request) -> Response:
         relative = str(request.path_params["path"])
-        target = (static_root / relative).resolve()
-        media_type = _STATIC_TYPES.get(target.suffix)
-        if media_type is None or not target.is_relative_to(static_root) or not target.is_file():
+        try:
+            target = (static_root / relative).resolve()
+            found = target.is_relative_to(static_root) and target.is_file()
+        except (OSError, ValueError):  # an embedded NUL byte, a name too long, ...
+            found = False
+        media_type = _STATIC_TYPES.get(target.suffix) if found else None
+        if media_type is None:
             return PlainTextResponse("not found", status_code=404, headers=_headers(request))
         return FileResponse(target, media_type=media_type, headers=_headers(request))
 

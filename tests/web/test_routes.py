@@ -61,7 +61,13 @@ def test_static_files_stay_inside_the_static_folder(hub: Hub) -> None:
     assert status == 200
     assert headers["content-type"].startswith("text/javascript")
     assert b"// @ts-check" in body
-    for path in ("/static/../index.html", "/static/%2e%2e/index.html", "/static/nope.js"):
+    for path in (
+        "/static/../index.html",
+        "/static/%2e%2e/index.html",
+        "/static/nope.js",
+        "/static/app.css%00.js",  # an embedded NUL byte: 404, not a 500 with a traceback
+        "/static/" + "a" * 5000 + ".js",  # a name too long for the file system
+    ):
         assert _get(hub.url + path)[0] == 404, path
 
 
