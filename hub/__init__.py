@@ -2,4 +2,10 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    # One source of truth: the version in pyproject.toml, as the installed metadata has it.
+    __version__ = version("acp-hub")
+except PackageNotFoundError:  # pragma: no cover - a checkout on sys.path, never installed
+    __version__ = "0+unknown"

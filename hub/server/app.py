@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from pathlib import Path
+from importlib.resources.abc import Traversable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -34,7 +34,6 @@ from hub.settings import Settings
 log = logging.getLogger("hub.server")
 
 RAW_SEND = "acp_hub.raw_send"
-WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 
 GOING_AWAY = 1001
 POLICY_VIOLATION = 1008
@@ -173,15 +172,18 @@ def create_app(
     agents: Mapping[str, AgentSpec],
     default_agent: str | None = None,
     *,
-    web_dir: Path = WEB_DIR,
+    web: Traversable | None = None,
 ) -> tuple[Starlette, HubApp]:
-    """Build the Starlette app and the ``HubApp`` behind it."""
+    """Build the Starlette app and the ``HubApp`` behind it.
+
+    ``web`` holds the browser UI's files; by default the package's own (``hub/web``, read
+    through :mod:`importlib.resources`)."""
     hub = HubApp(settings, agents, default_agent)
     routes: list[BaseRoute] = [
         WebSocketRoute("/acp", _AcpEndpoint(hub)),
         Route("/healthz", hub.health),
     ]
-    routes.extend(web_routes(web_dir, embed_origins=settings.embed_origins))
+    routes.extend(web_routes(web, embed_origins=settings.embed_origins))
     app = Starlette(
         routes=routes,
         middleware=[Middleware(RawSendMiddleware)],

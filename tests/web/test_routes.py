@@ -12,7 +12,7 @@ from hub.server.web import content_security_policy, validate_embed_origin
 from tests.web.harness import Embedding, Hub
 
 
-def _get(url: str) -> tuple[int, dict[str, str], bytes]:
+def _get(url: str | urllib.request.Request) -> tuple[int, dict[str, str], bytes]:
     try:
         with urllib.request.urlopen(url, timeout=10) as response:
             return response.status, dict(response.headers.items()), response.read()
@@ -88,3 +88,23 @@ def test_embedding_origins_must_be_plain_origins(origin: str) -> None:
 def test_embedding_origin_accepts_scheme_host_port() -> None:
     assert validate_embed_origin("https://app.example.com:8443/") == "https://app.example.com:8443"
     assert validate_embed_origin("https://*.example.com") == "https://*.example.com"
+
+
+def test_an_unchanged_file_is_answered_304_by_its_etag(hub: Hub) -> None:
+    status, headers, body = _get(hub.url + "/static/session.js")
+    assert status == 200
+    etag = headers["etag"]
+    request = urllib.request.Request(
+        hub.url + "/static/session.js", headers={"If-None-Match": f'"other", {etag}'}
+    )
+    status, again, empty = _get(request)
+    assert status == 304
+    assert again["etag"] == etag
+    assert empty == b""
+    stale = urllib.request.Request(hub.url + "/static/session.js", headers={"If-None-Match": '"x"'})
+    assert _get(stale)[2] == body
+
+
+@pytest.mark.parametrize("path", ["/static/.hidden.js", "/static/a//b.js", "/static/%5c..%5cx.js"])
+def test_odd_static_names_are_not_found(hub: Hub, path: str) -> None:
+    assert _get(hub.url + path)[0] == 404
