@@ -7,7 +7,7 @@ them. The config file's ``[hub]`` table uses the same names as the fields below.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 Role = Literal["viewer", "approver", "driver", "owner"]
@@ -66,8 +66,6 @@ class Settings:
     embed_origins: tuple[str, ...] = ()
     """Origins allowed to embed ``/embed/{session}`` in a frame."""
 
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
     def merged(self, values: Mapping[str, Any]) -> Settings:
         """A copy with ``values`` applied; unknown keys raise ``ValueError`` naming them."""
         known = {f.name: f for f in fields(self)}
@@ -81,9 +79,7 @@ class Settings:
                 value = tuple(value)
             if isinstance(current, float) and isinstance(value, int):
                 value = float(value)
-            if not isinstance(value, type(current)) and not (
-                key == "extra" and isinstance(value, Mapping)
-            ):
+            if not isinstance(value, type(current)):
                 raise ValueError(f"hub setting {key!r} must be {type(current).__name__}")
             clean[key] = value
         result = replace(self, **clean)

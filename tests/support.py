@@ -34,7 +34,11 @@ def require_binary(name: str) -> str:
 
 
 def require_shared(*parts: str) -> Path:
-    """A path under ``../shared`` (the ACP spec snapshot), or skip/fail when absent."""
+    """A path under ``../shared``, or skip/fail when absent.
+
+    ``../shared/acp-spec`` is a snapshot of the ACP specification repository
+    (https://github.com/agentclientprotocol/agent-client-protocol: its ``schema/`` folder) kept
+    beside a development checkout; a clean clone does not have it."""
     path = SHARED.joinpath(*parts)
     if not path.exists():
         missing(f"{path} is not present (../shared is only beside a development checkout)")

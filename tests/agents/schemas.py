@@ -1,4 +1,6 @@
-"""Validation of what agents send against the ACP v1/v2 JSON schemas (``../shared/acp-spec``).
+"""Validation of what agents send against the ACP v1/v2 JSON schemas
+(https://agentclientprotocol.com/protocol/schema; the files are read through
+``tests.support.require_shared``).
 
 The v2 schema's open ``other`` branch accepts the removed v1 discriminators (``tool_call``,
 ``plan``, ``current_mode_update``); a v2 peer must not send them, so ``update_validator``

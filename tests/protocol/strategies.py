@@ -28,7 +28,7 @@ Update = dict[str, Any]
 
 @functools.cache
 def v2_schema() -> dict[str, Any]:
-    """The v2 JSON schema (skips, or fails in CI, when ``../shared`` is absent)."""
+    """The v2 JSON schema (``tests.support.require_shared``: skips, or fails in CI, when absent)."""
     path = require_shared("acp-spec", "schema", "v2", "schema.json")
     schema: dict[str, Any] = json.loads(path.read_text())
     return schema

@@ -200,7 +200,7 @@ def test_is_request_id() -> None:
     assert not any(is_request_id(v) for v in [True, False, 1.0, [], {}, b"x"])
 
 
-# -- batches (ACP v2 only, DIGEST 1.1) --------------------------------------------------------
+# -- batches (ACP v2 only: https://agentclientprotocol.com/protocol/v2/transports) ------------
 
 
 def test_array_is_refused_without_allow_batch() -> None:
@@ -422,7 +422,7 @@ def test_parse_of_arbitrary_json_never_raises_and_invalids_answerable(
             assert parse(encode(entry)) == entry
 
 
-# -- a v2 batch answered the way DIGEST 1.1 prescribes ---------------------------------------
+# -- a v2 batch answered the way the v2 transports page prescribes ---------------------------
 
 
 def answer(batch: Batch) -> bytes | None:
