@@ -1,11 +1,13 @@
 """The ``acp-hub`` command line: ``serve`` and ``demo``.
 
-``acp-hub serve [--host 127.0.0.1] [--port 8765] [--config FILE] [--agent NAME=COMMAND ...]``
-runs the hub with the agents of the config file and the command line. ``acp-hub demo`` runs it
-with the built-in demo agent, which needs no network and no API key. Once the server listens,
-both print ``acp-hub: listening on http://HOST:PORT`` (with the real port when ``--port 0``)
-on standard output. SIGINT and SIGTERM shut down cleanly: clients are closed with 1001, agents
-are stopped (stdin closed, SIGTERM, SIGKILL of their process groups).
+``acp-hub serve [--host 127.0.0.1] [--port 8765] [--config FILE] [--store URL]
+[--agent NAME=COMMAND ...]`` runs the hub with the agents of the config file and the command
+line, keeping sessions where ``--store`` says (``ACP_HUB_STORE``, the config file's ``store``,
+else in memory). ``acp-hub demo`` runs it with the built-in demo agent, which needs no network
+and no API key. Once the server listens, both print ``acp-hub: listening on http://HOST:PORT``
+(with the real port when ``--port 0``) on standard output. SIGINT and SIGTERM shut down
+cleanly: clients are closed with 1001, agents are stopped (stdin closed, SIGTERM, SIGKILL of
+their process groups), the store writes what it holds.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import anyio
 import uvicorn
 
 from hub import __version__
 from hub.agents.spec import AgentSpec, ConfigError, load_config, parse_agent_arg
 from hub.server.app import GOING_AWAY, HubApp, create_app
 from hub.settings import Settings
+from hub.store import StoreError, open_store, parse_store_url
 
 log = logging.getLogger("hub")
 
@@ -96,6 +100,12 @@ def _parser() -> argparse.ArgumentParser:
             metavar="NAME=COMMAND",
             help="define an agent (repeatable); the first one is the default",
         )
+        p.add_argument(
+            "--store",
+            default=None,
+            help="memory (default), sqlite:///PATH or redis://HOST:PORT/DB "
+            "(default: ACP_HUB_STORE, else the config file's)",
+        )
         p.add_argument("--log-level", default=os.environ.get("ACP_HUB_LOG", "info"))
         if name == "demo":
             p.add_argument("--protocol", default="auto", choices=["auto", "1", "2"])
@@ -133,9 +143,29 @@ def build(args: argparse.Namespace) -> tuple[Settings, dict[str, AgentSpec], str
         overrides["host"] = args.host
     if args.port is not None:
         overrides["port"] = args.port
+    store = args.store or os.environ.get("ACP_HUB_STORE")
+    if store:
+        overrides["store"] = store
     if overrides:
         settings = settings.merged(overrides)
     return settings, agents, default
+
+
+def _check_store(setting: str) -> str | None:
+    """Why the store cannot be used (unreachable, unwritable), or ``None``: checked before
+    the server starts, so that a bad store is one clear line and exit status 2."""
+    if parse_store_url(setting).kind == "memory":
+        return None
+
+    async def probe() -> None:
+        async with open_store(setting).running():
+            pass
+
+    try:
+        anyio.run(probe)
+    except StoreError as exc:
+        return str(exc)
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -153,6 +183,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if not agents:
         print("acp-hub: no agents: use --agent NAME=COMMAND or --config FILE", file=sys.stderr)
+        return 2
+    problem = _check_store(settings.store)
+    if problem is not None:
+        print(f"acp-hub: {problem}", file=sys.stderr)
         return 2
     app, hub = create_app(settings, agents, default)
     config = uvicorn.Config(

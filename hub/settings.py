@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
+from hub.store.url import parse_store_url
+
 Role = Literal["viewer", "approver", "driver", "owner"]
 PromptPolicy = Literal["queue", "reject", "lease"]
 PermissionPolicy = Literal["first", "owner", "lease"]
@@ -39,6 +41,13 @@ class Settings:
     ping_timeout: float = 20.0
     replay_page_bytes: int = 256 * 1024
     """Replay is sent in frames (v2 batches) of at most about this many bytes."""
+
+    # Where sessions are kept (docs/design/store.md).
+    store: str = "memory"
+    """``memory``, ``sqlite:///PATH`` or ``redis://HOST:PORT/DB``."""
+    snapshot_events: int = 1000
+    """A durable store keeps a compacted snapshot of a session every this many events (and
+    at a clean shutdown); a restart folds the snapshot and the events after it."""
 
     # The session log.
     retained_events: int = 50_000
@@ -96,7 +105,14 @@ class Settings:
             raise ValueError(f"permission_policy must be one of {PERMISSION_POLICIES}")
         if self.presence_viewers < 0:
             raise ValueError("presence_viewers must not be negative")
-        for name in ("outbox_bytes", "max_frame_bytes", "retained_events", "max_line_bytes"):
+        parse_store_url(self.store)
+        for name in (
+            "outbox_bytes",
+            "max_frame_bytes",
+            "retained_events",
+            "max_line_bytes",
+            "snapshot_events",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
 

@@ -3,9 +3,26 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from hypothesis import settings
+
+from tests.redis_server import RedisServer
+from tests.support import require_binary
 
 settings.register_profile("ci", max_examples=200, deadline=None)
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A real ``redis-server`` of this test's own (``tests/redis_server.py``), stopped after."""
+    server = RedisServer(require_binary("redis-server"), tmp_path / "redis")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()

@@ -30,6 +30,7 @@ from hub.server.transport import AsgiFrameWriter
 from hub.server.web import web_routes
 from hub.sessions.registry import SessionRegistry
 from hub.settings import Settings
+from hub.store import Store, open_store
 
 log = logging.getLogger("hub.server")
 
@@ -66,16 +67,20 @@ class HubApp:
         self.connections: set[ClientConnection] = set()
         self.supervisor: Supervisor | None = None
         self.registry: SessionRegistry | None = None
+        self.store: Store = open_store(settings.store)
 
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        async with Supervisor(
-            self.agents,
-            self.default_agent,
-            max_line=self.settings.max_line_bytes,
-            stderr_lines=self.settings.stderr_lines,
-            dispatch_batch=transport.held_writes,
-        ) as supervisor:
+        async with (
+            self.store.running(),
+            Supervisor(
+                self.agents,
+                self.default_agent,
+                max_line=self.settings.max_line_bytes,
+                stderr_lines=self.settings.stderr_lines,
+                dispatch_batch=transport.held_writes,
+            ) as supervisor,
+        ):
             self.supervisor = supervisor
             registry = SessionRegistry(self.settings, supervisor)
             async with registry.running():

@@ -1,6 +1,39 @@
-"""The ``EventStore`` seam (DESIGN section 8): where session logs and snapshots will be kept.
+"""Where sessions are kept: the store interface and its three implementations.
 
-Not built yet: today every session's log and folded state live in memory
-(``hub.sessions.log.EventLog`` and ``hub.protocol.state.SessionState``), which is the embedded
-default. The sqlite (``--data-dir``) and Redis (multi-node) stores will implement the same seam.
+``open_store(setting)`` builds the store the ``store`` setting names (``memory``,
+``sqlite:///PATH``, ``redis://HOST:PORT/DB``); ``hub.store.base`` has the interface the
+sessions layer talks to, ``docs/design/store.md`` the design.
 """
+
+from __future__ import annotations
+
+from hub.store.base import Restored, SessionRecord, Snapshot, Store, StoreError
+from hub.store.url import StoreUrl, parse_store_url
+
+
+def open_store(setting: str) -> Store:
+    """The store named by ``setting`` (not yet connected: enter its ``running()``)."""
+    url = parse_store_url(setting)
+    if url.kind == "sqlite":
+        from hub.store.sqlite import SqliteStore
+
+        return SqliteStore(url.target, synchronous=dict(url.options).get("synchronous", "normal"))
+    if url.kind == "redis":
+        from hub.store.redis import RedisStore
+
+        return RedisStore(url.target)
+    from hub.store.memory import MemoryStore
+
+    return MemoryStore()
+
+
+__all__ = [
+    "Restored",
+    "SessionRecord",
+    "Snapshot",
+    "Store",
+    "StoreError",
+    "StoreUrl",
+    "open_store",
+    "parse_store_url",
+]

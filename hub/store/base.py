@@ -1,0 +1,173 @@
+"""The store interface the sessions layer talks to, and the records it keeps.
+
+A store keeps, per session: the directory record (``SessionRecord``: agent, cwd, the agent's
+own session id, policies, creator), the ordered event log (``hub.store.log.EventLog``: seqs
+allocated by the log the store hands out, epochs, a bounded tail) and the latest compacted
+snapshot with the seq it covers (``Snapshot``). Three implementations share this contract,
+chosen by one setting (``docs/configuration.md``, ``store``):
+
+* ``memory`` (``hub.store.memory``): the in-process log, nothing survives the process;
+* ``sqlite:///PATH`` (``hub.store.sqlite``): one durable node;
+* ``redis://HOST:PORT/DB`` (``hub.store.redis``): durable across nodes.
+
+Durability is write-behind for the durable stores: the live log (memory) is what clients are
+served from; each appended event is queued and written in batches off the event loop's hot
+path. The cursor invariant across restarts is kept by epochs, not by waiting for the disk:
+a log that was not closed cleanly is continued under a new epoch that remembers how far the
+old one is known to be the same (``EventLog.continue_as``). ``docs/design/store.md`` has the
+trade-off and what a ``kill -9`` can lose per store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from hub.store.log import EpochT, EventLog, Row
+
+
+class StoreError(Exception):
+    """The store cannot do what was asked (unreachable, damaged, misconfigured)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """A session's entry in the directory: what it takes to bring the session back.
+
+    ``mcp_servers`` are the v2 entries the session was created with (an agent resume needs
+    them again); they may name commands and environment values, which is why a store's
+    files and keys are the operator's to protect (``docs/deployment.md``). ``status`` is
+    ``"open"`` or ``"lost"`` (the agent could not take the session back).
+    """
+
+    session_id: str
+    agent: str
+    cwd: str
+    agent_session_id: str
+    prompt_policy: str
+    permission_policy: str
+    creator: str | None = None
+    created_at: str = ""
+    mcp_servers: tuple[Mapping[str, Any], ...] = ()
+    status: str = "open"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["mcp_servers"] = [dict(s) for s in self.mcp_servers]
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any) -> SessionRecord:
+        """The record stored as ``to_json``; ``StoreError`` when it is not one."""
+        if not isinstance(data, dict):
+            raise StoreError("a stored session record is not an object")
+        try:
+            servers = data.get("mcp_servers") or []
+            return cls(
+                session_id=str(data["session_id"]),
+                agent=str(data["agent"]),
+                cwd=str(data["cwd"]),
+                agent_session_id=str(data["agent_session_id"]),
+                prompt_policy=str(data["prompt_policy"]),
+                permission_policy=str(data["permission_policy"]),
+                creator=None if data.get("creator") is None else str(data["creator"]),
+                created_at=str(data.get("created_at", "")),
+                mcp_servers=tuple(dict(s) for s in servers if isinstance(s, dict)),
+                status=str(data.get("status", "open")),
+            )
+        except KeyError as exc:
+            raise StoreError(f"a stored session record lacks {exc.args[0]!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The compacted state of a session as of event ``seq`` (of epoch ``epoch``): folding
+    ``updates`` and then the events after ``seq`` rebuilds the session's state."""
+
+    seq: int
+    epoch: EpochT
+    updates: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Restored:
+    """A session read back from a store.
+
+    ``log`` is live and registered with the store (appends continue after its last seq).
+    ``updates`` fold, in order, into the session's state as of ``log.last_seq``: the latest
+    snapshot's updates, then every stored event after it. ``clean`` says whether the log was
+    closed cleanly; when it was not, ``log`` continues under a new epoch (its ``lineage``
+    names the old one up to the last stored seq).
+    """
+
+    record: SessionRecord
+    log: EventLog
+    updates: list[dict[str, Any]]
+    clean: bool
+
+
+class Store(Protocol):
+    """Where sessions are kept; see the module docstring.
+
+    Every method may raise ``StoreError``. ``open_log`` and ``snapshot`` are synchronous and
+    cheap (they never wait for I/O): they run on the fan-out's path.
+    """
+
+    kind: str
+    """``"memory"``, ``"sqlite"`` or ``"redis"``."""
+    durable: bool
+    """Whether sessions survive the process."""
+
+    def running(self) -> AbstractAsyncContextManager[Any]:
+        """Connect (creating the schema) and run the writer for the duration of the block;
+        ``StoreError`` when the store is unusable. Leaving the block writes everything
+        queued, marks the open logs closed cleanly and disconnects."""
+        ...
+
+    @property
+    def healthy(self) -> bool:
+        """Whether writes are going through (``False`` while the backend is unreachable)."""
+        ...
+
+    def open_log(self, session_id: str, *, max_events: int, max_bytes: int) -> EventLog:
+        """A new, empty log for the new session ``session_id`` (a fresh epoch)."""
+        ...
+
+    def snapshot(self, log: EventLog, updates: list[dict[str, Any]]) -> None:
+        """Keep ``updates`` (a compaction of the state as of ``log.last_seq``) as the
+        session's snapshot, written after the events before it."""
+        ...
+
+    async def flush(self) -> None:
+        """Return once every event appended and snapshot taken before the call is written."""
+        ...
+
+    async def save_record(self, record: SessionRecord) -> None:
+        """Create or replace the directory entry of ``record.session_id``."""
+        ...
+
+    async def records(self) -> list[SessionRecord]:
+        """Every session in the directory."""
+        ...
+
+    async def remove(self, session_id: str) -> None:
+        """Forget a session: its record, log and snapshot."""
+        ...
+
+    async def read_after(self, session_id: str, after: int) -> list[Row] | None:
+        """The stored events with ``seq > after``, in order; ``None`` when some of them are
+        no longer retained (or the session is unknown)."""
+        ...
+
+    async def latest_snapshot(self, session_id: str) -> Snapshot | None:
+        """The session's latest stored snapshot."""
+        ...
+
+    async def restore(self, session_id: str, *, max_events: int, max_bytes: int) -> Restored | None:
+        """Bring a stored session back (``None`` when the store does not hold it)."""
+        ...
+
+
+__all__ = ["Restored", "SessionRecord", "Snapshot", "Store", "StoreError"]

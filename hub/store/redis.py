@@ -1,0 +1,274 @@
+"""The Redis store: sessions in a Redis every node of the hub can reach.
+
+Keys (``PREFIX`` is ``acp-hub``; the braces put a session's keys in one cluster slot):
+
+* ``acp-hub:sessions`` — a hash, session id -> the JSON ``SessionRecord`` (the directory);
+* ``acp-hub:{SID}:log`` — a stream, one entry per event, with the seq as its id (``0-SEQ``)
+  and fields ``v2`` (the v2 frame), ``f`` (the v1 frames, ``hub.store.codec``), ``m`` (message
+  id) and ``o`` (origin), trimmed (``XTRIM MINID``) to the retained tail but never past the
+  snapshot;
+* ``acp-hub:{SID}:meta`` — a hash: ``epoch``, ``lineage`` (JSON), ``writer``, ``clean``,
+  ``last_seq``;
+* ``acp-hub:{SID}:snap`` — the latest snapshot (JSON ``{seq, epoch, updates}``).
+
+Each session's share of a write-behind batch is one Lua script call (``WRITE``): it checks that
+this node is still the log's writer and that the first seq follows the stored last seq, then
+adds the events, updates the metadata, stores the snapshot and trims, atomically. A call that
+finds its events already written (a retry after an answer lost to a timeout) succeeds without
+writing them again. All calls of
+a batch go in one pipeline (one round trip). Durability beyond the Redis process is the Redis
+server's own (``appendonly yes``; ``docs/deployment.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from hub.store.base import SessionRecord, Snapshot, StoreError
+from hub.store.codec import pack_v1, unpack_row
+from hub.store.durable import DurableStore, Item, LogMeta, WrittenLog, lineage_of
+from hub.store.log import Row
+
+log = logging.getLogger("hub.store")
+
+PREFIX = "acp-hub"
+CHUNK = 500
+"""Events per script call: a long batch is split so that Redis is never blocked for long."""
+TIMEOUT = 5.0
+"""Seconds before a Redis command that got no answer fails (a stalled server)."""
+
+WRITE = """
+local meta, stream, snap = KEYS[1], KEYS[2], KEYS[3]
+local node = ARGV[1]
+if ARGV[2] == '1' and redis.call('EXISTS', meta) == 0 then
+  redis.call('HSET', meta, 'epoch', ARGV[3], 'lineage', ARGV[4], 'writer', node,
+             'clean', '0', 'last_seq', '0')
+end
+local writer = redis.call('HGET', meta, 'writer')
+if not writer then return -1 end
+if writer ~= node then return 0 end
+local last = tonumber(redis.call('HGET', meta, 'last_seq'))
+local i = 8
+if #ARGV >= i and tonumber(ARGV[i]) ~= last + 1 then
+  -- A retry of a call whose answer was lost (a timeout) finds its events written already.
+  if tonumber(ARGV[i]) <= last and tonumber(ARGV[#ARGV - 4]) <= last then return 1 end
+  return 0
+end
+while i <= #ARGV do
+  redis.call('XADD', stream, '0-' .. ARGV[i], 'm', ARGV[i + 1], 'o', ARGV[i + 2],
+             'v2', ARGV[i + 3], 'f', ARGV[i + 4])
+  i = i + 5
+end
+redis.call('HSET', meta, 'epoch', ARGV[3], 'lineage', ARGV[4], 'last_seq', ARGV[5], 'clean', '0')
+if ARGV[7] ~= '' then redis.call('SET', snap, ARGV[7]) end
+if tonumber(ARGV[6]) > 1 then redis.call('XTRIM', stream, 'MINID', '0-' .. ARGV[6]) end
+return 1
+"""
+
+MARK_CLEAN = """
+if redis.call('HGET', KEYS[1], 'writer') == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'clean', '1', 'writer', '')
+end
+return 1
+"""
+
+
+def _key(session_id: str, part: str) -> str:
+    return f"{PREFIX}:{{{session_id}}}:{part}"
+
+
+def _lineage(lineage: dict[int, int]) -> bytes:
+    return orjson.dumps({str(k): v for k, v in lineage.items()})
+
+
+def _text(value: Any) -> str | None:
+    """A stored message id or origin (``""`` stands for none)."""
+    if value is None:
+        return None
+    text = value.decode() if isinstance(value, bytes) else str(value)
+    return text or None
+
+
+def _row(entry_id: Any, fields: dict[bytes, bytes]) -> Row:
+    seq = int((entry_id.decode() if isinstance(entry_id, bytes) else entry_id).split("-")[1])
+    return unpack_row(
+        seq, _text(fields.get(b"m")), _text(fields.get(b"o")), fields[b"v2"], fields[b"f"]
+    )
+
+
+class RedisStore(DurableStore):
+    """See the module docstring and ``hub.store.base.Store``."""
+
+    kind = "redis"
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+        self._redis: aioredis.Redis | None = None
+        self._write_script: Any = None
+        self._clean_script: Any = None
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        if self._redis is None:
+            raise StoreError("the redis store is not open")
+        return self._redis
+
+    async def _connect(self) -> None:
+        client = aioredis.Redis.from_url(
+            self.url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT
+        )
+        try:
+            await client.ping()
+        except (RedisError, OSError) as exc:
+            await client.aclose()
+            raise StoreError(f"cannot reach the redis store: {exc}") from None
+        self._redis = client
+        self._write_script = client.register_script(WRITE)
+        self._clean_script = client.register_script(MARK_CLEAN)
+
+    async def _disconnect(self) -> None:
+        client, self._redis = self._redis, None
+        if client is not None:
+            await client.aclose()
+
+    # -- writes ------------------------------------------------------------------------------
+
+    async def _write(self, items: list[Item]) -> list[str]:
+        calls: list[tuple[str, Item]] = []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for item in items:
+                keys = [
+                    _key(item.session_id, "meta"),
+                    _key(item.session_id, "log"),
+                    _key(item.session_id, "snap"),
+                ]
+                chunks = [item.rows[i : i + CHUNK] for i in range(0, len(item.rows), CHUNK)]
+                for index, chunk in enumerate(chunks or [[]]):
+                    last = index == len(chunks or [[]]) - 1
+                    args: list[Any] = [
+                        self.node,
+                        "1" if item.create and index == 0 else "0",
+                        item.epoch,
+                        _lineage(item.lineage),
+                        chunk[-1][0] if chunk else item.last_seq,
+                        item.trim_below if last else 0,
+                        orjson.dumps(
+                            {
+                                "seq": item.snapshot.seq,
+                                "epoch": item.snapshot.epoch,
+                                "updates": item.snapshot.updates,
+                            }
+                        )
+                        if last and item.snapshot is not None
+                        else b"",
+                    ]
+                    for row in chunk:
+                        args.extend((row[0], row[1] or "", row[5] or "", row[2], pack_v1(row)))
+                    await self._write_script(keys=keys, args=args, client=pipe)
+                    calls.append((item.session_id, item))
+            results = await pipe.execute()
+        refused: list[str] = []
+        for (session_id, _), result in zip(calls, results, strict=True):
+            if result == 1 or session_id in refused:
+                continue
+            refused.append(session_id)
+            if result == -1:
+                log.warning(
+                    "! %s: its stored log is gone from redis (restarted without persistence?)",
+                    session_id,
+                )
+        return refused
+
+    async def _take_over(self, session_id: str, log: WrittenLog) -> None:
+        await self.redis.hset(
+            _key(session_id, "meta"),
+            mapping={
+                "writer": self.node,
+                "epoch": log.epoch,
+                "lineage": _lineage(log.lineage),
+                "clean": 0,
+            },
+        )
+
+    async def _mark_clean(self, logs: list[WrittenLog]) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for lg in logs:
+                await self._clean_script(
+                    keys=[_key(lg.session_id, "meta")], args=[self.node], client=pipe
+                )
+            await pipe.execute()
+
+    async def save_record(self, record: SessionRecord) -> None:
+        await self.redis.hset(
+            f"{PREFIX}:sessions", record.session_id, orjson.dumps(record.to_json())
+        )
+
+    async def remove(self, session_id: str) -> None:
+        self.forget(session_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hdel(f"{PREFIX}:sessions", session_id)
+            pipe.delete(*(_key(session_id, part) for part in ("meta", "log", "snap")))
+            await pipe.execute()
+
+    # -- reads -------------------------------------------------------------------------------
+
+    async def records(self) -> list[SessionRecord]:
+        stored = await self.redis.hgetall(f"{PREFIX}:sessions")
+        records = [SessionRecord.from_json(orjson.loads(v)) for v in stored.values()]
+        return sorted(records, key=lambda r: (r.created_at, r.session_id))
+
+    async def read_after(self, session_id: str, after: int) -> list[Row] | None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hget(_key(session_id, "meta"), "last_seq")
+            pipe.xrange(_key(session_id, "log"), f"0-{max(after, 0) + 1}", "+")
+            last, entries = await pipe.execute()
+        if last is None or after < 0 or after > int(last):
+            return None
+        rows = [_row(entry_id, fields) for entry_id, fields in entries]
+        if (rows and rows[0][0] != after + 1) or (not rows and after != int(last)):
+            return None
+        return rows
+
+    async def latest_snapshot(self, session_id: str) -> Snapshot | None:
+        raw = await self.redis.get(_key(session_id, "snap"))
+        if raw is None:
+            return None
+        data = orjson.loads(raw)
+        return Snapshot(int(data["seq"]), int(data["epoch"]), list(data["updates"]))
+
+    async def _load(
+        self, session_id: str
+    ) -> tuple[SessionRecord, LogMeta, Snapshot | None, list[Row]] | None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hget(f"{PREFIX}:sessions", session_id)
+            pipe.hgetall(_key(session_id, "meta"))
+            pipe.get(_key(session_id, "snap"))
+            pipe.xrange(_key(session_id, "log"), "-", "+")
+            record, meta, snap, entries = await pipe.execute()
+        if record is None or not meta:
+            return None
+        try:
+            log_meta = LogMeta(
+                int(meta[b"epoch"]),
+                lineage_of(orjson.loads(meta[b"lineage"])),
+                meta.get(b"writer", b"").decode(),
+                meta.get(b"clean") == b"1",
+                int(meta[b"last_seq"]),
+            )
+            snapshot = None
+            if snap is not None:
+                data = orjson.loads(snap)
+                snapshot = Snapshot(int(data["seq"]), int(data["epoch"]), list(data["updates"]))
+            rows = [_row(entry_id, fields) for entry_id, fields in entries]
+        except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
+            raise StoreError(f"session {session_id}: the stored log is damaged: {exc}") from None
+        return SessionRecord.from_json(orjson.loads(record)), log_meta, snapshot, rows
+
+
+__all__ = ["RedisStore"]
