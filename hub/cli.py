@@ -28,6 +28,7 @@ import uvicorn
 
 from hub import __version__
 from hub.agents.spec import AgentSpec, ConfigError, load_config, parse_agent_arg
+from hub.server import logs
 from hub.server.app import GOING_AWAY, HubApp, create_app
 from hub.settings import Settings
 from hub.store import StoreError, open_store, parse_store_url
@@ -107,6 +108,12 @@ def _parser() -> argparse.ArgumentParser:
             "(default: ACP_HUB_STORE, else the config file's)",
         )
         p.add_argument("--log-level", default=os.environ.get("ACP_HUB_LOG", "info"))
+        p.add_argument(
+            "--log-format",
+            default=os.environ.get("ACP_HUB_LOG_FORMAT", "text"),
+            choices=logs.FORMATS,
+            help="text (readable, the default) or json (one object per line)",
+        )
         if name == "demo":
             p.add_argument("--protocol", default="auto", choices=["auto", "1", "2"])
     return parser
@@ -171,11 +178,14 @@ def _check_store(setting: str) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``acp-hub`` console script."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=str(args.log_level).upper(),
-        format="%(asctime)s %(levelname).1s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    if args.log_format not in logs.FORMATS:  # from ACP_HUB_LOG_FORMAT: argparse did not check
+        print(f"acp-hub: --log-format must be one of {', '.join(logs.FORMATS)}", file=sys.stderr)
+        return 2
+    try:
+        logs.configure(str(args.log_level), args.log_format)
+    except ValueError as exc:  # an unknown level name
+        print(f"acp-hub: --log-level: {exc}", file=sys.stderr)
+        return 2
     try:
         settings, agents, default = build(args)
     except (ConfigError, ValueError) as exc:
@@ -199,6 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ws_ping_timeout=settings.ping_timeout,
         ws_per_message_deflate=False,
         log_level=str(args.log_level).lower(),
+        # uvicorn's records go to the hub's handler (format, client context, redaction)
+        # instead of handlers of its own; no access log (request lines carry tokens).
+        log_config=None,
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=5,

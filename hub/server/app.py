@@ -1,8 +1,9 @@
-"""The Starlette application: ``/acp`` (WebSocket), the web UI, health.
+"""The Starlette application: ``/acp`` (WebSocket), the web UI, health and readiness.
 
 ``create_app`` builds the app from settings and agent definitions. Its lifespan starts the
 agent supervisor and the session registry; ``HubApp.close_connections`` closes every client
-with 1001 before the server stops.
+with 1001 before the server stops. ``/healthz`` answers while the process serves HTTP
+(liveness); ``/readyz`` answers 200 only while the hub can take clients (readiness).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from hub.agents.spec import AgentSpec
 from hub.agents.supervisor import Supervisor
 from hub.server import transport
 from hub.server.connection import ClientConnection
+from hub.server.logs import client_context
 from hub.server.transport import AsgiFrameWriter
 from hub.server.web import web_routes
 from hub.sessions.registry import SessionRegistry
@@ -118,6 +120,11 @@ class HubApp:
             settings=self.settings,
             role=self.settings.default_role,
         )
+        # Every log line of this connection's tasks names it (hub.server.logs).
+        with client_context(conn.connection_id, conn.principal):
+            await self._serve(websocket, conn, scope)
+
+    async def _serve(self, websocket: WebSocket, conn: ClientConnection, scope: Scope) -> None:
         await websocket.accept(headers=[(b"acp-connection-id", conn.connection_id.encode())])
         log.info("= %s: connected from %s", conn.connection_id, _peer(scope))
 
@@ -147,7 +154,21 @@ class HubApp:
             return True
         return origin in {o.rstrip("/") for o in self.settings.embed_origins}
 
+    @property
+    def ready(self) -> bool:
+        """Whether the hub can take clients: its agent supervisor and session registry run."""
+        return self.supervisor is not None and self.registry is not None
+
+    async def readiness(self, request: Request) -> JSONResponse:
+        """``GET /readyz``: 200 ``{"status": "ready"}`` while the hub can take clients, 503
+        ``{"status": "unavailable"}`` while it starts or stops (a load balancer sends no
+        new clients then)."""
+        if self.ready:
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "unavailable"}, status_code=503)
+
     async def health(self, request: Request) -> JSONResponse:
+        """``GET /healthz``: 200 while the process serves HTTP, with a summary."""
         registry = self.registry
         return JSONResponse(
             {
@@ -187,6 +208,7 @@ def create_app(
     routes: list[BaseRoute] = [
         WebSocketRoute("/acp", _AcpEndpoint(hub)),
         Route("/healthz", hub.health),
+        Route("/readyz", hub.readiness),
     ]
     routes.extend(web_routes(web, embed_origins=settings.embed_origins))
     app = Starlette(
