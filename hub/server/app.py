@@ -3,7 +3,8 @@
 ``create_app`` builds the app from settings and agent definitions. Its lifespan starts the
 agent supervisor and the session registry; ``HubApp.close_connections`` closes every client
 with 1001 before the server stops. ``/healthz`` answers while the process serves HTTP
-(liveness); ``/readyz`` answers 200 only while the hub can take clients (readiness).
+(liveness); ``/readyz`` answers 200 only while the hub can take clients: its supervisor and
+registry run and its store takes writes (readiness).
 """
 
 from __future__ import annotations
@@ -154,18 +155,25 @@ class HubApp:
             return True
         return origin in {o.rstrip("/") for o in self.settings.embed_origins}
 
-    @property
-    def ready(self) -> bool:
-        """Whether the hub can take clients: its agent supervisor and session registry run."""
-        return self.supervisor is not None and self.registry is not None
+    def readiness_checks(self) -> dict[str, bool]:
+        """What readiness needs, each ``True`` when it holds: the agent supervisor and the
+        session registry run, and the store takes writes."""
+        return {
+            "agents": self.supervisor is not None,
+            "sessions": self.registry is not None,
+            "store": self.registry is not None and self.store.healthy,
+        }
 
     async def readiness(self, request: Request) -> JSONResponse:
-        """``GET /readyz``: 200 ``{"status": "ready"}`` while the hub can take clients, 503
-        ``{"status": "unavailable"}`` while it starts or stops (a load balancer sends no
-        new clients then)."""
-        if self.ready:
-            return JSONResponse({"status": "ready"})
-        return JSONResponse({"status": "unavailable"}, status_code=503)
+        """``GET /readyz``: 200 ``{"status": "ready", "checks": {...}}`` while the hub can take
+        clients, 503 with ``"status": "unavailable"`` and the failing checks ``false`` while it
+        starts or stops or its store is unreachable (a load balancer sends no new clients)."""
+        checks = self.readiness_checks()
+        ready = all(checks.values())
+        return JSONResponse(
+            {"status": "ready" if ready else "unavailable", "checks": checks},
+            status_code=200 if ready else 503,
+        )
 
     async def health(self, request: Request) -> JSONResponse:
         """``GET /healthz``: 200 while the process serves HTTP, with a summary."""

@@ -36,7 +36,8 @@ async def test_a_running_hub_is_alive_and_ready() -> None:
         assert status == 200
         assert health["status"] == "ok"
         status, ready = await anyio.to_thread.run_sync(_get, hub.http + "/readyz")
-        assert (status, ready) == (200, {"status": "ready"})
+        checks = {"agents": True, "sessions": True, "store": True}
+        assert (status, ready) == (200, {"status": "ready", "checks": checks})
 
 
 async def test_a_hub_that_has_not_started_is_not_ready() -> None:
@@ -44,4 +45,6 @@ async def test_a_hub_that_has_not_started_is_not_ready() -> None:
     request = Request({"type": "http", "method": "GET", "path": "/readyz", "headers": []})
     response = await hub.readiness(request)
     assert response.status_code == 503
-    assert orjson.loads(bytes(response.body)) == {"status": "unavailable"}
+    body = orjson.loads(bytes(response.body))
+    assert body["status"] == "unavailable"
+    assert body["checks"] == {"agents": False, "sessions": False, "store": False}
