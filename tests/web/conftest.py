@@ -129,3 +129,21 @@ def new_page(browser: Any) -> Iterator[Callable[..., Any]]:
     for context in contexts:
         context.close()
     assert not errors, errors
+
+
+@pytest.fixture(scope="module")
+def module_page(browser: Any, hub: Hub) -> Iterator[Any]:
+    """A page on the hub's origin with none of the UI running (a style sheet is its document),
+    for tests that import the UI's modules with ``await import('/static/...')`` and call them
+    under the hub's own Content-Security-Policy. Shared by the tests of a module."""
+    context = browser.new_context()
+    context.set_default_timeout(WAIT_MS)
+    errors: list[str] = []
+    page = context.new_page()
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{hub.url}/static/app.css")
+    try:
+        yield page
+    finally:
+        context.close()
+    assert not errors, errors

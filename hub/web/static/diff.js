@@ -9,17 +9,7 @@
  * with textContent.
  */
 
-/**
- * @param {string} tag
- * @param {string} [className]
- * @param {string} [text]
- */
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
+import { el } from './dom.js';
 
 /**
  * Split a git patch into per-file sections with the paths they name.

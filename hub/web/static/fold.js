@@ -4,8 +4,12 @@
  * into plain state, and records which parts changed so the view can redraw only those.
  *
  * Patch semantics (ACP v2): an omitted field is unchanged, `null` clears, a value replaces;
- * arrays replace wholesale; chunks append; snapshots (terminal output, plans, config options,
- * commands, usage, state) replace. The first sight of an id creates the entity.
+ * arrays replace wholesale (an empty tool-call `content` or `locations` clears it); chunks
+ * append, a plain text chunk joining a plain text block; snapshots (terminal output, plans,
+ * config options, commands, usage, state) replace. The first sight of an id creates the
+ * entity; a message's kind follows its latest update. These are the rules of the hub's own
+ * fold (`hub/protocol/state.py`, docs/internals.md); tests/web/test_fold_parity.py folds the
+ * same streams with both and compares them.
  *
  * The timeline holds what the hub's compaction keeps in first-appearance order: messages and
  * tool calls (and terminals no tool call shows). Plans and permission records are session
@@ -20,7 +24,8 @@
 
 /**
  * @typedef {{type: string, text?: string, [key: string]: any}} ContentBlock
- * @typedef {{id: string, role: 'user' | 'agent' | 'thought', blocks: ContentBlock[]}} Message
+ * @typedef {{id: string, role: 'user' | 'agent' | 'thought', blocks: ContentBlock[],
+ *   fields: Record<string, any>}} Message
  * @typedef {{toolCallId: string, title?: string, kind?: string, status?: string,
  *   content?: any[], locations?: any[], rawInput?: unknown, rawOutput?: unknown,
  *   [key: string]: any}} ToolCall
@@ -74,6 +79,18 @@ function patchInto(target, patch, skip) {
 }
 
 const TOOL_SKIP = new Set(['sessionUpdate', 'toolCallId']);
+const MESSAGE_SKIP = new Set(['sessionUpdate', 'messageId', 'content']);
+/** Tool-call collections for which `[]` means the same as `null` (cleared). */
+const TOOL_COLLECTIONS = ['content', 'locations'];
+
+/**
+ * A text block with nothing but its text: only these are merged when chunks append.
+ * @param {any} block
+ * @returns {boolean}
+ */
+function isPlainText(block) {
+  return block?.type === 'text' && typeof block.text === 'string' && Object.keys(block).length === 2;
+}
 
 export class SessionModel {
   // The state clear() sets, declared here so that its types are known.
@@ -89,7 +106,8 @@ export class SessionModel {
   plans;
   /** @type {Map<string, PermissionRecord>} */
   permissions;
-  /** @type {Map<string, {clientId?: string, name?: string}>} sender of each user message */
+  /** @type {Map<string, {messageId?: string, clientId?: string, name?: string, role?: string}>}
+   * sender of each user message (the `_hub_prompt` record) */
   prompts;
   /** @type {Set<string>} terminals shown inside a tool call */
   terminalRefs;
@@ -267,7 +285,8 @@ export class SessionModel {
         break;
       case '_hub_prompt': {
         const messageId = String(update.messageId);
-        this.prompts.set(messageId, { clientId: update.clientId, name: update.name });
+        const { sessionUpdate, ...record } = update;
+        this.prompts.set(messageId, record);
         this.dirty.add(`m:${messageId}`);
         break;
       }
@@ -278,7 +297,9 @@ export class SessionModel {
           record = { permissionId, status: 'pending' };
           this.permissions.set(permissionId, record);
         }
-        patchInto(record, update, new Set(['sessionUpdate', 'permissionId']));
+        // Fields merge (a null is kept as null, as the hub's fold does) and `status` replaces.
+        const { sessionUpdate, ...fields } = update;
+        Object.assign(record, fields);
         this.dirty.add('permissions');
         // The tool call a permission is about shows the request's fate too.
         const subjectTool = record.request?.subject?.toolCall?.toolCallId;
@@ -319,10 +340,12 @@ export class SessionModel {
   message(role, id) {
     let message = this.messages.get(id);
     if (!message) {
-      message = { id, role, blocks: [] };
+      message = { id, role, blocks: [], fields: {} };
       this.messages.set(id, message);
       this.addEntry('message', id, `m:${id}`);
     }
+    // A message id names one message; its kind follows the latest word about it.
+    message.role = role;
     return message;
   }
 
@@ -335,11 +358,12 @@ export class SessionModel {
     const block = update.content;
     if (block && typeof block === 'object') {
       const last = message.blocks[message.blocks.length - 1];
-      if (block.type === 'text' && last && last.type === 'text') {
-        last.text = (last.text ?? '') + String(block.text ?? '');
-      } else if (block.type === 'text') {
+      // Only plain text joins plain text: a block with annotations or `_meta` stays whole.
+      if (isPlainText(block) && isPlainText(last)) {
+        last.text += block.text;
+      } else if (isPlainText(block)) {
         // A private copy: later chunks extend it in place.
-        message.blocks.push({ type: 'text', text: String(block.text ?? '') });
+        message.blocks.push({ type: 'text', text: block.text });
       } else {
         message.blocks.push(block);
       }
@@ -358,6 +382,7 @@ export class SessionModel {
       // Copies: later chunks extend the last text block in place.
       message.blocks = update.content.map((/** @type {any} */ b) => ({ ...b }));
     }
+    patchInto(message.fields, update, MESSAGE_SKIP);
     this.dirty.add(`m:${message.id}`);
   }
 
@@ -379,6 +404,8 @@ export class SessionModel {
   upsertTool(update) {
     const tool = this.tool(String(update.toolCallId));
     patchInto(tool, update, TOOL_SKIP);
+    // `[]` clears a collection, as `null` does.
+    for (const key of TOOL_COLLECTIONS) if (Array.isArray(tool[key]) && tool[key].length === 0) delete tool[key];
     if (Array.isArray(tool.content)) for (const item of tool.content) this.noteTerminalRef(item);
     this.dirty.add(`t:${tool.toolCallId}`);
   }

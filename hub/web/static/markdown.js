@@ -13,6 +13,8 @@
  * unterminated fence) sensibly, and it never throws on any input.
  */
 
+import { el } from './dom.js';
+
 const SAFE_SCHEMES = new Set(['http:', 'https:', 'mailto:']);
 
 /**
@@ -48,16 +50,6 @@ function link(href, children) {
   return a;
 }
 
-/**
- * @param {string} tag
- * @param {string} [text]
- * @returns {HTMLElement}
- */
-function el(tag, text) {
-  const node = document.createElement(tag);
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Inline
@@ -158,19 +150,18 @@ function closingDelimiter(text, delim, from) {
       i = end === -1 ? i + run.length : end + run.length;
       continue;
     }
-    if (text.startsWith(delim, i) && i > from && text[i - 1] !== ' ') {
-      const after = text[i + delim.length];
+    if (c === delim[0]) {
+      // A run of the delimiter character: `**` inside `*...*` is its own strong emphasis and
+      // is skipped whole; a run longer than the delimiter closes with its last characters
+      // (`*a **b***`: the em closes after the strong).
+      let run = 1;
+      while (run < 3 && text[i + run] === c) run++;
+      const skip = run < delim.length || (delim.length === 1 && run === 2);
       // Intraword underscores (snake_case) never close emphasis.
-      if (delim[0] === '_' && isWordChar(after)) {
-        i++;
-        continue;
-      }
-      // A single * must not be the start of a ** run.
-      if (delim.length === 1 && text[i + 1] === delim) {
-        i += 2;
-        continue;
-      }
-      return i;
+      const intraword = c === '_' && isWordChar(text[i + run]);
+      if (!skip && !intraword && i > from && text[i - 1] !== ' ') return i + run - delim.length;
+      i += run;
+      continue;
     }
     i++;
   }
@@ -224,7 +215,7 @@ export function renderInline(text, depth = 0) {
         flush();
         let code = text.slice(i + run.length, end).replace(/\n/g, ' ');
         if (/^ .* $/.test(code) && code.trim()) code = code.slice(1, -1);
-        out.push(el('code', code));
+        out.push(el('code', '', code));
         i = end + run.length;
         continue;
       }
@@ -405,12 +396,12 @@ export function renderMarkdown(text, depth = 0) {
       const figure = el('div');
       figure.className = 'md-code';
       if (language) {
-        const label = el('div', language);
+        const label = el('div', '', language);
         label.className = 'md-code-lang';
         figure.append(label);
       }
       const pre = el('pre');
-      const code = el('code', body.join('\n'));
+      const code = el('code', '', body.join('\n'));
       if (language) code.dataset.language = language;
       pre.append(code);
       pre.tabIndex = 0;

@@ -7,7 +7,7 @@
 
 import { RpcConnection, hubMeta, hubSocketUrl } from './rpc.js';
 import { initializeParams } from './session-app.js';
-import { el } from './view.js';
+import { el } from './dom.js';
 
 const REFRESH_MS = 4000;
 
