@@ -153,6 +153,11 @@ def build(args: argparse.Namespace) -> tuple[Settings, dict[str, AgentSpec], str
     store = args.store or os.environ.get("ACP_HUB_STORE")
     if store:
         overrides["store"] = store
+    # A secret: from the environment (or the config file), never from the command line,
+    # where every user of the machine can read it in the process list.
+    metrics_token = os.environ.get("ACP_HUB_METRICS_TOKEN")
+    if metrics_token:
+        overrides["metrics_token"] = metrics_token
     if overrides:
         settings = settings.merged(overrides)
     return settings, agents, default

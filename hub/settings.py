@@ -7,7 +7,7 @@ them. The config file's ``[hub]`` table uses the same names as the fields below.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from hub.store.url import parse_store_url
@@ -21,6 +21,8 @@ PROMPT_POLICIES: tuple[PromptPolicy, ...] = ("queue", "reject", "lease")
 PERMISSION_POLICIES: tuple[PermissionPolicy, ...] = ("first", "owner", "lease")
 
 MIB = 1024 * 1024
+METRICS_TOKEN_MIN = 16
+"""The shortest ``metrics_token`` accepted: a guessable token protects nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,11 @@ class Settings:
     embed_origins: tuple[str, ...] = ()
     """Origins allowed to embed ``/embed/{session}`` in a frame."""
 
+    # Operations.
+    metrics_token: str = field(default="", repr=False)
+    """The bearer token ``GET /metrics`` requires (``Authorization: Bearer ...``); empty, the
+    default: ``/metrics`` is refused to everyone. Kept out of ``repr`` (and so of logs)."""
+
     def merged(self, values: Mapping[str, Any]) -> Settings:
         """A copy with ``values`` applied; unknown keys raise ``ValueError`` naming them."""
         known = {f.name: f for f in fields(self)}
@@ -106,6 +113,17 @@ class Settings:
         if self.presence_viewers < 0:
             raise ValueError("presence_viewers must not be negative")
         parse_store_url(self.store)
+        token = self.metrics_token
+        if token and (
+            len(token) < METRICS_TOKEN_MIN
+            or not token.isascii()
+            or not token.isprintable()
+            or " " in token
+        ):
+            raise ValueError(
+                f"metrics_token must be at least {METRICS_TOKEN_MIN} printable ASCII characters "
+                "without spaces"
+            )
         for name in (
             "outbox_bytes",
             "max_frame_bytes",

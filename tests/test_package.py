@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tomllib
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.slow
 
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "hub")
 LISTENING = re.compile(r"^acp-hub: listening on (http://\S+)$")
+TOKEN = "package-test-metrics-token"
 INSTALL_TIMEOUT = 300.0
 STOP_TIMEOUT = 20.0
 
@@ -88,7 +90,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     venv = work / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", venv], env=env, cwd=work)
     _run([*pip, "--python", venv / "bin" / "python", "install", wheels[0]], env=env, cwd=work)
-    return Installed(venv, {**env, "HOME": str(work), "ACP_HUB_DEMO_FAST": "1"}, build_output)
+    run_env = {**env, "HOME": str(work), "ACP_HUB_DEMO_FAST": "1", "ACP_HUB_METRICS_TOKEN": TOKEN}
+    return Installed(venv, run_env, build_output)
 
 
 def test_the_build_prints_no_deprecation_warning(installed: Installed) -> None:
@@ -150,9 +153,13 @@ def demo(installed: Installed, tmp_path: Path) -> Iterator[str]:
         process.stdout.close()
 
 
-def _get(url: str) -> tuple[int, str, bytes]:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return response.status, response.headers["content-type"], response.read()
+def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str, bytes]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.headers["content-type"], response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers["content-type"], error.read()
 
 
 def test_the_installed_demo_serves_the_web_ui(demo: str) -> None:
@@ -170,3 +177,7 @@ def test_the_installed_demo_serves_the_web_ui(demo: str) -> None:
     status, _, body = _get(demo + "/healthz")
     assert status == 200
     assert b'"status":"ok"' in body
+    assert _get(demo + "/metrics")[0] == 401
+    status, _, body = _get(demo + "/metrics", {"Authorization": f"Bearer {TOKEN}"})
+    assert status == 200
+    assert b'acp_hub_agent_up{agent="demo"}' in body

@@ -29,6 +29,7 @@ from hub.agents.supervisor import Supervisor
 from hub.server import transport
 from hub.server.connection import ClientConnection
 from hub.server.logs import client_context
+from hub.server.metrics import HubMetrics
 from hub.server.transport import AsgiFrameWriter
 from hub.server.web import web_routes
 from hub.sessions.registry import SessionRegistry
@@ -71,6 +72,7 @@ class HubApp:
         self.supervisor: Supervisor | None = None
         self.registry: SessionRegistry | None = None
         self.store: Store = open_store(settings.store)
+        self.metrics = HubMetrics(self)
 
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -128,10 +130,13 @@ class HubApp:
     async def _serve(self, websocket: WebSocket, conn: ClientConnection, scope: Scope) -> None:
         await websocket.accept(headers=[(b"acp-connection-id", conn.connection_id.encode())])
         log.info("= %s: connected from %s", conn.connection_id, _peer(scope))
+        self.metrics.connections_opened.labels("websocket").inc()
+        client_code: list[int] = []
 
         async def receive_text() -> str | None:
             message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
+                client_code.append(int(message.get("code", 1005)))
                 return None
             text = message.get("text")
             if text is None:
@@ -145,6 +150,9 @@ class HubApp:
             await conn.run(receive_text)
         finally:
             self.connections.discard(conn)
+            # The hub's own close code when it closed the connection, else the client's.
+            code = conn.outbox.close_code
+            self.metrics.closed(code if code is not None else next(iter(client_code), None))
             log.info("= %s: disconnected", conn.connection_id)
 
     def origin_allowed(self, origin: str, host: str | None) -> bool:
@@ -217,6 +225,7 @@ def create_app(
         WebSocketRoute("/acp", _AcpEndpoint(hub)),
         Route("/healthz", hub.health),
         Route("/readyz", hub.readiness),
+        Route("/metrics", hub.metrics.endpoint),
     ]
     routes.extend(web_routes(web, embed_origins=settings.embed_origins))
     app = Starlette(

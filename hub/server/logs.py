@@ -50,17 +50,19 @@ _client: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar
 
 # `token=VALUE` in a query string (or anywhere a URL is quoted), up to the next delimiter;
 # `Bearer VALUE` (an Authorization header or its echo); a JSON member whose name ends in
-# `token` (`"token": "..."`, `"accessToken": "..."`). Case-insensitive.
+# `token` (`"token": "..."`, `"accessToken": "..."`); the password of a URL
+# (`redis://:PASSWORD@host`, `scheme://user:PASSWORD@host`). Case-insensitive.
 _TOKEN = re.compile(r"(?i)(token=)[^&\s\"'#;,)\]]+")
 _BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;)\]]+")
+_URL_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^/\s:@]*:)[^@\s/]+(?=@)")
 _JSON_TOKEN = re.compile(r"(?i)(\"[\w-]*token\"\s*:\s*\")(?:[^\"\\]|\\.)*")
 REDACTED = "[redacted]"
 
 
 def redact(text: str) -> str:
-    """``text`` with every ``token=`` value, ``Bearer`` credential and JSON ``"...token"``
-    string value replaced by ``[redacted]``."""
-    for pattern in (_TOKEN, _BEARER, _JSON_TOKEN):
+    """``text`` with every ``token=`` value, ``Bearer`` credential, URL password and JSON
+    ``"...token"`` string value replaced by ``[redacted]``."""
+    for pattern in (_TOKEN, _BEARER, _URL_PASSWORD, _JSON_TOKEN):
         text = pattern.sub(r"\1" + REDACTED, text)
     return text
 

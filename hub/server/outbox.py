@@ -62,6 +62,11 @@ class Outbox:
         return self._queued_bytes
 
     @property
+    def close_code(self) -> int | None:
+        """The code the hub closed the client with (``close``), ``None`` if it did not."""
+        return self._closing[0] if self._closing is not None else None
+
+    @property
     def closed(self) -> bool:
         """Whether the outbox stopped accepting frames (closing or closed)."""
         return self._closing is not None or self._done

@@ -105,6 +105,8 @@ def test_an_explicit_connection_wins_over_the_context(caplog: pytest.LogCaptureF
         f"authorization: bearer {SECRET}",
         f'params {{"token": "{SECRET}", "role": "driver"}}',
         f'{{"accessToken":"{SECRET}"}}',
+        f"store redis://:{SECRET}@10.0.0.5:6379/0 unreachable",
+        f"rediss://hub:{SECRET}@redis.internal/1",
     ],
 )
 def test_credentials_never_reach_the_log(hub_filters: pytest.LogCaptureFixture, text: str) -> None:
@@ -124,6 +126,9 @@ def test_redaction_leaves_other_text_alone() -> None:
     text = "= c-1: session/prompt by driver (token count 12, tokens: 3)"
     assert logs.redact(text) == text
     assert logs.redact("a?token=x&role=viewer") == f"a?token={logs.REDACTED}&role=viewer"
+    assert logs.redact("redis://:pw@h:1/0") == f"redis://:{logs.REDACTED}@h:1/0"
+    for kept in ("http://127.0.0.1:8765/s/abc", "redis://localhost:6379/0", "sqlite:///a:b@c"):
+        assert logs.redact(kept) == kept
 
 
 def test_the_text_format_ends_a_line_about_a_client_with_it() -> None:

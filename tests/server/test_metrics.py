@@ -1,0 +1,141 @@
+"""``/metrics`` over real HTTP: refused without its token, parsed with ``prometheus_client``'s
+own parser, and its series moving as real clients run a scripted agent's session."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+
+import anyio
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from hub.server.app import create_app
+from hub.server.metrics import close_code_label
+from hub.settings import Settings
+from tests.server.harness import HubHandle, acp_client, running_hub, scripted_agent
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "metrics-token-0123456789abcdef"
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _get(url: str, headers: Mapping[str, str]) -> tuple[int, dict[str, str], str]:
+    request = urllib.request.Request(url, headers=dict(headers))
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers.items()), response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers.items()), error.read().decode()
+
+
+async def scrape(hub: HubHandle, token: str = TOKEN) -> Samples:
+    """Every sample of ``/metrics``, by name and labels, through the Prometheus parser."""
+    headers = {"Authorization": f"Bearer {token}"}
+    status, _, text = await anyio.to_thread.run_sync(_get, hub.http + "/metrics", headers)
+    assert status == 200, text
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+async def test_metrics_are_refused_without_the_token() -> None:
+    async with running_hub([scripted_agent()], Settings(metrics_token=TOKEN)) as hub:
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong-token-0123456789"},
+            {"Authorization": f"Basic {TOKEN}"},
+            {"Authorization": f"Bearer {TOKEN}x"},
+            {"Authorization": TOKEN},
+        ):
+            status, response_headers, body = await anyio.to_thread.run_sync(
+                _get, hub.http + "/metrics", headers
+            )
+            assert status == 401, headers
+            assert response_headers["www-authenticate"].startswith("Bearer")
+            assert "acp_hub" not in body
+        assert await scrape(hub)
+
+
+async def test_metrics_are_refused_to_everyone_when_no_token_is_set() -> None:
+    async with running_hub([scripted_agent()]) as hub:
+        for headers in ({}, {"Authorization": "Bearer "}, {"Authorization": "Bearer x"}):
+            status, _, body = await anyio.to_thread.run_sync(_get, hub.http + "/metrics", headers)
+            assert status == 401
+            assert "acp_hub" not in body
+
+
+def test_a_short_or_spaced_token_is_a_configuration_error() -> None:
+    for token in ("short", "a token with spaces in it", "tab\tseparated-0123456789"):
+        with pytest.raises(ValueError, match="metrics_token"):
+            Settings().merged({"metrics_token": token})
+    assert TOKEN not in repr(Settings(metrics_token=TOKEN))
+
+
+async def test_connections_and_closes_are_counted() -> None:
+    async with running_hub([scripted_agent()], Settings(metrics_token=TOKEN)) as hub:
+        before = await scrape(hub)
+        assert value(before, "acp_hub_connections_opened_total", transport="websocket") == 0
+        async with acp_client(hub.url) as v2, acp_client(hub.url, version=1):
+            await v2.new_session()
+            during = await scrape(hub)
+            for version in ("1", "2"):
+                labels = {"transport": "websocket", "protocol_version": version, "role": "owner"}
+                assert value(during, "acp_hub_connections", **labels) == 1
+            assert value(during, "acp_hub_connections_opened_total", transport="websocket") == 2
+            assert value(during, "acp_hub_sessions", state="idle") == 1
+            assert value(during, "acp_hub_agent_up", agent="scripted") == 1
+        # Both clients closed with 1000; the hub counts a close when it has let go of the
+        # connection, so wait for that.
+        with anyio.fail_after(20):
+            while hub.app.connections:  # noqa: ASYNC110 - no event for a connection's end
+                await anyio.sleep(0.01)
+        after = await scrape(hub)
+        assert value(after, "acp_hub_connection_closes_total", code="1000") == 2
+        labels = {"transport": "websocket", "protocol_version": "2", "role": "owner"}
+        assert value(after, "acp_hub_connections", **labels) == 0
+        assert value(after, "process_resident_memory_bytes") > 0
+
+
+def test_two_hubs_in_one_process_have_their_own_series() -> None:
+    _, first = create_app(Settings(), {"a": scripted_agent("a")})
+    _, second = create_app(Settings(), {"a": scripted_agent("a")})
+    first.metrics.closed(1000)
+    assert b'acp_hub_connection_closes_total{code="1000"} 1.0' in first.metrics.render()
+    assert b'code="1000"' not in second.metrics.render()
+
+
+def test_a_client_cannot_mint_close_code_series() -> None:
+    assert [close_code_label(c) for c in (1000, 1013, 4001, 3000, 4999, 65535, None)] == [
+        "1000",
+        "1013",
+        "4001",
+        "other",
+        "other",
+        "other",
+        "none",
+    ]
+
+
+def test_the_token_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hub.cli import _parser, build
+
+    monkeypatch.setenv("ACP_HUB_METRICS_TOKEN", TOKEN)
+    settings, _, _ = build(_parser().parse_args(["demo"]))
+    assert settings.metrics_token == TOKEN
+    monkeypatch.setenv("ACP_HUB_METRICS_TOKEN", "short")
+    with pytest.raises(ValueError, match="metrics_token"):
+        build(_parser().parse_args(["demo"]))
