@@ -17,6 +17,10 @@ replay, its response and then the live events in that order; a request that must
 agent (new, prompt, config, close) runs in the connection's task group, where
 ``$/cancel_request`` can cancel it. Responses from the client answer the hub's own requests
 (permission copies, elicitations) through an ``IdMap``.
+
+The method handlers live in ``hub.server.methods``; they use this class's public API
+(``identify``, ``attach``, ``attached_session``, ``detach_session``, ``forget_session``,
+``config_result``) and the session's, never private state.
 """
 
 from __future__ import annotations
@@ -30,15 +34,13 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from hub import __version__
-from hub.agents.errors import AgentError
 from hub.protocol import jsonrpc
 from hub.protocol.errors import (
     NOT_ATTACHED,
     STALE_ANSWER,
     ProtocolError,
     RpcError,
-    VersionError,
+    RpcFailure,
     forbidden,
     hub_error,
     internal_error,
@@ -48,26 +50,19 @@ from hub.protocol.errors import (
     request_cancelled,
 )
 from hub.protocol.idmap import IdMap
-from hub.protocol.translate import (
-    capabilities_v2_to_v1,
-    config_options_v2_to_v1,
-    mcp_servers_v1_to_v2,
-    modes_from_config_options,
-)
-from hub.protocol.version import negotiate_as_agent
+from hub.protocol.jsonrpc import RequestId
+from hub.protocol.translate import config_options_v2_to_v1, modes_from_config_options
+from hub.server.methods import ASYNC_METHODS, SYNC_METHODS, AsyncHandler, SyncHandler
 from hub.server.outbox import Outbox
 from hub.server.transport import FrameWriter
 from hub.sessions import arbiter
 from hub.sessions.client import ReplyHandler
+from hub.sessions.errors import SessionFailure
 from hub.sessions.registry import SessionRegistry
-from hub.sessions.session import Session, SessionFailure
-from hub.settings import ROLES, Settings, role_rank
+from hub.sessions.session import Replay, Session
+from hub.settings import Role, Settings, role_rank
 
 log = logging.getLogger("hub.server")
-
-Result = dict[str, Any] | None
-SyncHandler = Callable[["ClientConnection", dict[str, Any]], Result]
-AsyncHandler = Callable[["ClientConnection", dict[str, Any]], Awaitable[Result]]
 
 
 class ConnectionState(Enum):
@@ -85,7 +80,7 @@ class ClientConnection:
         writer: FrameWriter,
         *,
         settings: Settings,
-        role: str,
+        role: Role,
         principal: str = "local",
         connection_id: str | None = None,
     ) -> None:
@@ -106,7 +101,6 @@ class ClientConnection:
         self.sessions: dict[str, Session] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._announce: list[Session] = []
-        self._lease_watches: set[str] = set()
 
     # -- ClientHandle ------------------------------------------------------------------------
 
@@ -119,8 +113,17 @@ class ClientConnection:
         return self._name
 
     @property
-    def role(self) -> str:
+    def role(self) -> Role:
         return self._role
+
+    @property
+    def granted_role(self) -> Role:
+        """The role the connection's credential grants (``role`` may be less, as asked)."""
+        return self._granted_role
+
+    @property
+    def closed(self) -> bool:
+        return self.state is ConnectionState.CLOSED
 
     @property
     def version(self) -> int:
@@ -138,12 +141,12 @@ class ClientConnection:
     def outbox(self) -> Outbox:
         return self._outbox
 
-    def request(self, method: str, params: dict[str, Any], on_reply: ReplyHandler) -> Any:
+    def request(self, method: str, params: dict[str, Any], on_reply: ReplyHandler) -> RequestId:
         request_id = self._requests.register(on_reply)
         self._outbox.push(jsonrpc.request(request_id, method, params), bounded=False)
         return request_id
 
-    def withdraw(self, request_id: Any) -> None:
+    def withdraw(self, request_id: RequestId) -> None:
         if self._requests.resolve(request_id) is not None:
             self._outbox.push(
                 jsonrpc.notification("$/cancel_request", {"requestId": request_id}), bounded=False
@@ -151,6 +154,18 @@ class ClientConnection:
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         self._outbox.push(jsonrpc.notification(method, params))
+
+    def identify(
+        self, *, version: int, name: str, role: Role, hub_events: bool, batches: bool
+    ) -> None:
+        """``initialize`` succeeded: fix what the sessions read once per attachment
+        (``role`` is capped at ``granted_role``) and accept every other method."""
+        self._version = version
+        self._name = name
+        self._role = arbiter.capped(role, self._granted_role)
+        self._hub_events = hub_events
+        self._batches = batches
+        self.state = ConnectionState.READY
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -258,7 +273,7 @@ class ClientConnection:
     def _refuse_answer(self, request_id: Any) -> None:
         """An answer that matches no request of the hub's still in play: tell the client that
         it did not count (a role below approver is named as such; else it was stale)."""
-        roles = [a.role for s in self.sessions.values() if (a := s.attached.get(self.client_id))]
+        roles = [s.role_of(self) for s in self.sessions.values()]
         have = max(roles, key=role_rank) if roles else self._role
         if not arbiter.allows(have, arbiter.ANSWER_ROLE):
             error = forbidden(arbiter.ANSWER_ROLE, have, "answering a request of the hub")
@@ -268,13 +283,12 @@ class ClientConnection:
             )
         self.notify("_hub/answer_refused", {"requestId": request_id, "error": error.to_dict()})
 
-    def role_for(self, params: dict[str, Any]) -> str:
+    def role_for(self, params: dict[str, Any]) -> Role:
         """The caller's role for a request: its role in the session ``params`` names when it
         is attached there (it may have attached with less), else the connection's role."""
         session_id = params.get("sessionId")
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
-        attachment = session.attached.get(self.client_id) if session is not None else None
-        return attachment.role if attachment is not None else self._role
+        return session.role_of(self) if session is not None else self._role
 
     def _check_role(self, method: str, params: dict[str, Any]) -> RpcError | None:
         """The ``-32040`` refusal of ``method`` when the caller's role is below the one
@@ -300,7 +314,7 @@ class ClientConnection:
             return
         if method == "session/cancel":
             try:
-                session = self._attached_session(params)
+                session = self.attached_session(params.get("sessionId"))
             except SessionFailure as exc:
                 log.info("! %s: session/cancel refused: %s", self.connection_id, exc.error.message)
                 self.notify("_hub/refused", {"method": method, "error": exc.error.to_dict()})
@@ -312,7 +326,7 @@ class ClientConnection:
     async def _cancel(self, session: Session) -> None:
         try:
             await session.cancel(self)
-        except (SessionFailure, AgentError) as exc:
+        except RpcFailure as exc:
             log.info("! %s: cancel failed: %s", self.connection_id, exc)
 
     def _spawn(self, fn: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
@@ -353,7 +367,7 @@ class ClientConnection:
     def _failure(self, exc: Exception) -> RpcError:
         """The error answering a request whose handler raised ``exc`` (call it from the
         ``except`` block: an unexpected exception is logged with its traceback)."""
-        if isinstance(exc, SessionFailure | AgentError):
+        if isinstance(exc, RpcFailure):
             return exc.error
         if isinstance(exc, ProtocolError):
             return invalid_params(str(exc))
@@ -387,37 +401,17 @@ class ClientConnection:
             reply(frame)
             self._flush_announcements()
 
-    def watch_lease(self, session: Session) -> None:
-        """While this client holds ``session``'s lease, take it away when it expires.
-
-        The watch runs in this connection's task group: the lease never outlives the
-        holder's connection (detaching releases it)."""
-        if session.id in self._lease_watches or self._tg is None:
-            return
-        self._lease_watches.add(session.id)
-
-        async def watch() -> None:
-            try:
-                while session.lease_holder is self:
-                    delay = session.expire_lease()
-                    if delay is None:
-                        return
-                    await anyio.sleep(max(delay, 0.01))
-            finally:
-                self._lease_watches.discard(session.id)
-
-        self._spawn(watch, f"lease {session.id}")
-
     def _flush_announcements(self) -> None:
         """Sessions attached by the request just answered announce the client now, so that
         the response precedes the presence event and any permission request."""
         while self._announce:
             self._announce.pop(0).announce(self)
 
-    # -- helpers -----------------------------------------------------------------------------
+    # -- the public API of the method handlers ------------------------------------------------
 
-    def _attached_session(self, params: dict[str, Any]) -> Session:
-        session_id = params.get("sessionId")
+    def attached_session(self, session_id: Any) -> Session:
+        """The session ``session_id`` this client is attached to; ``SessionFailure`` with
+        ``-32002`` when it does not exist, ``-32043`` when the client is not attached."""
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
         if session is not None and session.closed:
             # Closed by another client: the registry let go of it, and so does this client.
@@ -430,7 +424,8 @@ class ClientConnection:
             )
         return session
 
-    def _config_result(self, options: list[Any]) -> dict[str, Any]:
+    def config_result(self, options: list[Any]) -> dict[str, Any]:
+        """The config options as this client's version shows them (v1: with the modes)."""
         if self._version >= 2:
             return {"configOptions": options}
         result: dict[str, Any] = {"configOptions": config_options_v2_to_v1(options)}
@@ -440,22 +435,12 @@ class ClientConnection:
         return result
 
     def attach(
-        self, session: Session, params: dict[str, Any], *, default: str | None
-    ) -> dict[str, Any]:
-        """Attach to ``session`` following ``params`` (``replayFrom`` or the v1 ``_meta``)."""
-        replay, after = _replay_request(params, default)
-        role = _requested_role(params)
-        if role is not None and role not in ROLES:
-            raise SessionFailure(invalid_params(f"unknown role {role!r}"))
-        return self._attach(session, replay=replay, after=after, role=role)
-
-    def _attach(
         self,
         session: Session,
         *,
-        replay: str | None,
+        replay: Replay,
         after: tuple[int, int] | None = None,
-        role: str | None = None,
+        role: Role | None = None,
         via_attach: bool = False,
         message_id: str | None = None,
     ) -> dict[str, Any]:
@@ -472,328 +457,15 @@ class ClientConnection:
             message_id=message_id,
         )
         self._announce.append(session)
-        result = self._config_result(session.state.config_options)
-        result["_meta"] = {"acp-hub": {**cursor, "agent": session.agent.name}}
+        result = self.config_result(session.config_options)
+        result["_meta"] = {"acp-hub": {**cursor, "agent": session.agent_name}}
         return result
 
+    def detach_session(self, session: Session) -> None:
+        """Detach this client from ``session`` (``session/detach``)."""
+        self.sessions.pop(session.id, None)
+        session.detach(self)
 
-# -- method handlers ---------------------------------------------------------------------------
-
-
-def _requested_role(params: dict[str, Any]) -> str | None:
-    role = _hub_meta(params).get("role")
-    if role is None:
-        role = params.get("role")
-    return role if isinstance(role, str) else None
-
-
-def _hub_meta(params: dict[str, Any]) -> dict[str, Any]:
-    meta = params.get("_meta")
-    hub_meta = meta.get("acp-hub") if isinstance(meta, dict) else None
-    return hub_meta if isinstance(hub_meta, dict) else {}
-
-
-def _replay_request(
-    params: dict[str, Any], default: str | None
-) -> tuple[str | None, tuple[int, int] | None]:
-    replay_from = params.get("replayFrom")
-    hub_meta = _hub_meta(params)
-    if replay_from is None:
-        after = hub_meta.get("after")
-        if isinstance(after, dict):
-            replay_from = {"type": "_hub_after", **after}
-        elif hub_meta.get("replay") == "start":
-            replay_from = {"type": "start"}
-    if replay_from is None:
-        return default, None
-    if not isinstance(replay_from, dict):
-        raise SessionFailure(invalid_params("replayFrom must be an object"))
-    kind = replay_from.get("type")
-    if kind == "start":
-        return "start", None
-    if kind == "_hub_after":
-        epoch, seq = replay_from.get("epoch"), replay_from.get("seq")
-        if (
-            not isinstance(epoch, int)
-            or not isinstance(seq, int)
-            or isinstance(seq, bool)
-            or seq < 0
-        ):
-            raise SessionFailure(invalid_params("_hub_after needs integer epoch and seq >= 0"))
-        return "after", (epoch, seq)
-    raise SessionFailure(invalid_params(f"unsupported replayFrom type {kind!r}"))
-
-
-async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    try:
-        version = negotiate_as_agent(params.get("protocolVersion"))
-    except VersionError as exc:
-        raise SessionFailure(invalid_params(str(exc))) from None
-    hub_meta = _hub_meta(params)
-    info = params.get("info") if version >= 2 else params.get("clientInfo")
-    if not isinstance(info, dict):
-        info = params.get("clientInfo") or params.get("info")
-    name = hub_meta.get("name")
-    if not isinstance(name, str) and isinstance(info, dict) and isinstance(info.get("name"), str):
-        name = info["name"]
-    conn._name = name if isinstance(name, str) and name else f"client {conn.connection_id[-4:]}"
-    requested = hub_meta.get("role")
-    if isinstance(requested, str):
-        if requested not in ROLES:
-            raise SessionFailure(invalid_params(f"unknown role {requested!r}"))
-        conn._role = arbiter.capped(requested, conn._granted_role)
-    conn._version = version
-    conn._hub_events = version >= 2 or hub_meta.get("events") is True
-    conn._batches = version >= 2 and hub_meta.get("batches") is True
-    conn.state = ConnectionState.READY
-    supervisor = conn.registry.supervisor
-    agents = [{"name": n, "default": n == supervisor.default_name} for n in supervisor.names()]
-    capabilities = await _capabilities(conn)
-    meta = {
-        "acp-hub": {
-            "connectionId": conn.connection_id,
-            "clientId": conn.connection_id,
-            "principal": conn.principal,
-            "role": conn._role,
-            "name": conn._name,
-            "agents": agents,
-            "defaultAgent": supervisor.default_name,
-            "features": ["replay", "cursor", "batch-replay", "arbitration", "attach"],
-            "version": __version__,
-        }
-    }
-    hub_info = {"name": "acp-hub", "title": "acp-hub", "version": __version__}
-    log.info(
-        "= %s: initialized v%d as %s (%s)", conn.connection_id, version, conn._role, conn._name
-    )
-    if version >= 2:
-        return {
-            "protocolVersion": version,
-            "info": hub_info,
-            "capabilities": capabilities,
-            "authMethods": [],
-            "_meta": meta,
-        }
-    v1caps = capabilities_v2_to_v1(capabilities)
-    v1caps["loadSession"] = True
-    session_caps = v1caps.setdefault("sessionCapabilities", {})
-    session_caps.update({"list": {}, "resume": {}, "close": {}, "delete": {}})
-    session_caps["attach"] = {"roles": list(ROLES)}
-    return {
-        "protocolVersion": version,
-        "agentInfo": hub_info,
-        "agentCapabilities": v1caps,
-        "authMethods": [],
-        "_meta": meta,
-    }
-
-
-async def _capabilities(conn: ClientConnection) -> dict[str, Any]:
-    """The v2 capabilities the hub advertises: the default agent's prompt and MCP support,
-    and the session operations the hub serves itself."""
-    session: dict[str, Any] = {"delete": {}, "mcp": {"stdio": {}}}
-    # The multi-client attach proposal: session/attach and session/detach with these roles.
-    session["attach"] = {"roles": [*ROLES, *arbiter.ATTACH_ROLE_NAMES]}
-    supervisor = conn.registry.supervisor
-    name = supervisor.default_name
-    if name is not None:
-        agent = supervisor.get(name)
-        try:
-            await agent.ensure_started()
-        except AgentError as exc:
-            log.warning("! default agent %s did not start: %s", name, exc)
-        agent_session = agent.capabilities.get("session") if agent.capabilities else None
-        if isinstance(agent_session, dict):
-            for key in ("prompt", "mcp", "additionalDirectories"):
-                if isinstance(agent_session.get(key), dict):
-                    session[key] = agent_session[key]
-    return {"session": session}
-
-
-async def _session_new(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    cwd = params.get("cwd")
-    if not isinstance(cwd, str) or not cwd.startswith("/"):
-        raise SessionFailure(invalid_params("cwd must be an absolute path"))
-    servers = params.get("mcpServers", [])
-    if servers is None:
-        servers = []
-    if not isinstance(servers, list):
-        raise SessionFailure(invalid_params("mcpServers must be an array"))
-    if conn.version < 2:
-        servers = mcp_servers_v1_to_v2(servers)
-    agent = _hub_meta(params).get("agent")
-    if agent is not None and not isinstance(agent, str):
-        raise SessionFailure(invalid_params("_meta['acp-hub'].agent must be a string"))
-    session = await conn.registry.new_session(conn, agent, cwd, servers)
-    if conn.state is ConnectionState.CLOSED:
-        return None
-    result = conn._attach(session, replay="after", after=(session.log.epoch, 0))
-    result["sessionId"] = session.id
-    return result
-
-
-def _session_list(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    entries = conn.registry.list()
-    cwd = params.get("cwd")
-    if isinstance(cwd, str):
-        entries = [e for e in entries if e["cwd"] == cwd]
-    return {"sessions": entries}
-
-
-def _session_resume(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    session = conn.registry.get(params.get("sessionId"))
-    return conn.attach(session, params, default=None)
-
-
-def _session_load(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    session = conn.registry.get(params.get("sessionId"))
-    return conn.attach(session, params, default="start")
-
-
-def _session_attach(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    """The multi-client attach proposal: role + historyPolicy."""
-    session = conn.registry.get(params.get("sessionId"))
-    policy = arbiter.history_policy(params.get("historyPolicy"))
-    mapped_role = arbiter.attach_role(params.get("role"))
-    replay: str | None = {
-        "full": "start",
-        "none": None,
-        "pending_only": "pending_only",
-        "after": "message",
-    }[policy.kind]
-    result = conn._attach(
-        session, replay=replay, role=mapped_role, via_attach=True, message_id=policy.message_id
-    )
-    result["role"] = session.role_of(conn)
-    return result
-
-
-def _session_detach(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    session = conn._attached_session(params)
-    conn.sessions.pop(session.id, None)
-    session.detach(conn)
-    return {}
-
-
-async def _session_prompt(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    session = conn._attached_session(params)
-    return await session.prompt(conn, params.get("prompt"))  # type: ignore[arg-type]
-
-
-async def _session_set_config_option(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    session = conn._attached_session(params)
-    session.require(conn, "driver", "session/set_config_option")
-    config_id = params.get("configId")
-    if not isinstance(config_id, str) or "value" not in params:
-        raise SessionFailure(invalid_params("configId and value are required"))
-    value = params["value"]
-    kind = params.get("type")
-    if kind is None:
-        kind = "boolean" if isinstance(value, bool) else "id"
-    options = await session.agent.set_config_option(
-        session.agent_session_id, config_id, kind, value
-    )
-    session.emit({"sessionUpdate": "config_option_update", "configOptions": options})
-    return conn._config_result(options)
-
-
-async def _session_set_mode(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    session = conn._attached_session(params)
-    session.require(conn, "driver", "session/set_mode")
-    mode_id = params.get("modeId")
-    if not isinstance(mode_id, str):
-        raise SessionFailure(invalid_params("modeId is required"))
-    mode_option = next(
-        (
-            o
-            for o in session.state.config_options
-            if isinstance(o, dict) and o.get("category") == "mode"
-        ),
-        None,
-    )
-    if mode_option is not None:
-        options = await session.agent.set_config_option(
-            session.agent_session_id, mode_option["configId"], "id", mode_id
-        )
-        session.emit({"sessionUpdate": "config_option_update", "configOptions": options})
-    else:
-        await session.agent.set_mode(session.agent_session_id, mode_id)
-    return {}
-
-
-async def _session_close(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    session = conn.registry.get(params.get("sessionId"))
-    await conn.registry.close(conn, session, delete=False)
-    conn.sessions.pop(session.id, None)
-    return {}
-
-
-async def _session_delete(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    session_id = params.get("sessionId")
-    if session_id not in conn.registry.sessions:
-        return {}  # idempotent, as ACP asks
-    session = conn.registry.get(session_id)
-    await conn.registry.close(conn, session, delete=True)
-    conn.sessions.pop(session.id, None)
-    return {}
-
-
-def _hub_queue_withdraw(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    session = conn._attached_session(params)
-    queue_id = params.get("queueId")
-    if not isinstance(queue_id, str):
-        raise SessionFailure(invalid_params("queueId is required"))
-    session.withdraw(conn, queue_id)
-    return {}
-
-
-def _hub_set_policy(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    session = conn._attached_session(params)
-    return session.set_policy(conn, params.get("prompt"), params.get("permission"))
-
-
-def _hub_lease(action: str) -> SyncHandler:
-    def handler(conn: ClientConnection, params: dict[str, Any]) -> Result:
-        session = conn._attached_session(params)
-        target = params.get("clientId")
-        result = session.lease(conn, action, target if isinstance(target, str) else None)
-        holder = session.lease_holder
-        if isinstance(holder, ClientConnection):
-            holder.watch_lease(session)
-        return result
-
-    return handler
-
-
-def _hub_agent_stderr(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    name = params.get("agent") or conn.registry.supervisor.default_name
-    try:
-        agent = conn.registry.supervisor.get(name)
-    except KeyError:
-        raise SessionFailure(invalid_params(f"unknown agent {name!r}")) from None
-    return {"agent": agent.name, "stderr": agent.stderr_tail()}
-
-
-SYNC_METHODS: dict[str, SyncHandler] = {
-    "session/list": _session_list,
-    "session/resume": _session_resume,
-    "session/load": _session_load,
-    "session/attach": _session_attach,
-    "session/detach": _session_detach,
-    "_hub/queue/withdraw": _hub_queue_withdraw,
-    "_hub/set_policy": _hub_set_policy,
-    "_hub/lease/request": _hub_lease("request"),
-    "_hub/lease/release": _hub_lease("release"),
-    "_hub/lease/grant": _hub_lease("grant"),
-    "_hub/agent_stderr": _hub_agent_stderr,
-}
-
-ASYNC_METHODS: dict[str, AsyncHandler] = {
-    "initialize": _initialize,
-    "session/new": _session_new,
-    "session/prompt": _session_prompt,
-    "session/set_config_option": _session_set_config_option,
-    "session/set_mode": _session_set_mode,
-    "session/close": _session_close,
-    "session/delete": _session_delete,
-}
+    def forget_session(self, session: Session) -> None:
+        """``session`` was closed: this client no longer counts as attached to it."""
+        self.sessions.pop(session.id, None)

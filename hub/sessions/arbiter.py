@@ -23,7 +23,15 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from hub.protocol.errors import InvalidParams
-from hub.settings import PERMISSION_POLICIES, PROMPT_POLICIES, ROLES, Role, role_rank
+from hub.settings import (
+    PERMISSION_POLICIES,
+    PROMPT_POLICIES,
+    ROLES,
+    PermissionPolicy,
+    PromptPolicy,
+    Role,
+    role_rank,
+)
 
 METHOD_ROLES: Final[Mapping[str, Role]] = {
     # driver: prompt, cancel, change config options, manage its own queued prompts, the lease
@@ -59,19 +67,19 @@ def required_role(method: str) -> Role:
     return METHOD_ROLES.get(method, "viewer")
 
 
-def allows(have: str, needed: str) -> bool:
+def allows(have: str, needed: Role) -> bool:
     """Whether role ``have`` includes role ``needed`` (an unknown role allows nothing)."""
     return role_rank(have) >= 0 and role_rank(have) >= role_rank(needed)
 
 
-def capped(requested: str | None, granted: str) -> str:
+def capped(requested: Role | None, granted: Role) -> Role:
     """The role a client gets when it asks for ``requested``: never more than ``granted``."""
     if requested is None or role_rank(requested) > role_rank(granted):
         return granted
     return requested
 
 
-def may_answer(policy: str, role: str, holds_lease: bool) -> bool:
+def may_answer(policy: PermissionPolicy, role: Role, holds_lease: bool) -> bool:
     """Whether a client may answer a permission request under permission ``policy``.
 
     ``first``: any approver or above; ``owner``: owners only; ``lease``: the lease holder
@@ -87,7 +95,9 @@ def may_answer(policy: str, role: str, holds_lease: bool) -> bool:
 PromptAction = Literal["start", "queue", "busy", "not_holder"]
 
 
-def prompt_action(policy: str, *, busy: bool, queued: bool, holds_lease: bool) -> PromptAction:
+def prompt_action(
+    policy: PromptPolicy, *, busy: bool, queued: bool, holds_lease: bool
+) -> PromptAction:
     """What a driver's prompt does under prompt ``policy``.
 
     ``start`` it now; ``queue`` it (policy ``queue``, the agent busy or others waiting);
@@ -103,16 +113,30 @@ def prompt_action(policy: str, *, busy: bool, queued: bool, holds_lease: bool) -
     return "start"
 
 
-def check_prompt_policy(value: Any) -> str:
-    if value not in PROMPT_POLICIES:
-        raise InvalidParams(f"prompt policy must be one of {', '.join(PROMPT_POLICIES)}")
-    return str(value)
+def check_prompt_policy(value: Any) -> PromptPolicy:
+    """``value`` as a prompt policy; ``InvalidParams`` naming the valid ones otherwise."""
+    for policy in PROMPT_POLICIES:
+        if policy == value:
+            return policy
+    raise InvalidParams(f"prompt policy must be one of {', '.join(PROMPT_POLICIES)}")
 
 
-def check_permission_policy(value: Any) -> str:
-    if value not in PERMISSION_POLICIES:
-        raise InvalidParams(f"permission policy must be one of {', '.join(PERMISSION_POLICIES)}")
-    return str(value)
+def check_permission_policy(value: Any) -> PermissionPolicy:
+    """``value`` as a permission policy; ``InvalidParams`` naming the valid ones otherwise."""
+    for policy in PERMISSION_POLICIES:
+        if policy == value:
+            return policy
+    raise InvalidParams(f"permission policy must be one of {', '.join(PERMISSION_POLICIES)}")
+
+
+def hub_role(value: Any) -> Role | None:
+    """``value`` as a hub role name (``None`` when absent); ``InvalidParams`` otherwise."""
+    if value is None:
+        return None
+    for role in ROLES:
+        if role == value:
+            return role
+    raise InvalidParams(f"unknown role {value!r}")
 
 
 def attach_role(value: Any) -> Role | None:

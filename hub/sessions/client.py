@@ -1,16 +1,39 @@
-"""``ClientHandle``: what a session needs from a client connection attached to it."""
+"""What a session needs from a client attached to it: ``ClientHandle`` and its ``FrameSink``.
+
+The sessions layer never imports the server: the server's connection satisfies
+``ClientHandle`` and its outbox satisfies ``FrameSink`` structurally, and the session tests use
+list-backed stand-ins.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from hub.protocol.errors import RpcError
 from hub.protocol.jsonrpc import RequestId
-from hub.server.outbox import Outbox
+from hub.settings import Role
 
 ReplyHandler = Callable[[Any, RpcError | None], None]
 """Called with ``(result, None)`` or ``(None, error)`` when a client answers a hub request."""
+
+
+class FrameSink(Protocol):
+    """Where a session puts the encoded frames meant for one client, in order.
+
+    Both calls are synchronous and never wait for the client. They return ``False`` once the
+    sink stopped accepting frames (the client is closing); a sink may close its client when it
+    cannot keep up (the server's outbox closes a slow consumer with 1013).
+    """
+
+    def push(self, frame: bytes) -> bool:
+        """Queue one encoded frame after everything queued before."""
+        ...
+
+    def push_pages(self, pages: Iterable[bytes]) -> bool:
+        """Queue the frames ``pages`` yields (a replay), after everything queued before and
+        before everything queued later; ``pages`` may be consumed lazily."""
+        ...
 
 
 class ClientHandle(Protocol):
@@ -32,7 +55,7 @@ class ClientHandle(Protocol):
     def name(self) -> str: ...
 
     @property
-    def role(self) -> str: ...
+    def role(self) -> Role: ...
 
     @property
     def version(self) -> int: ...
@@ -44,7 +67,7 @@ class ClientHandle(Protocol):
     def batches(self) -> bool: ...
 
     @property
-    def outbox(self) -> Outbox: ...
+    def outbox(self) -> FrameSink: ...
 
     def request(self, method: str, params: dict[str, Any], on_reply: ReplyHandler) -> RequestId:
         """Send a hub->client request; ``on_reply`` gets its answer (or an error when the

@@ -19,7 +19,8 @@ import anyio.abc
 from hub.agents.errors import AgentError
 from hub.protocol.errors import invalid_params, resource_not_found
 from hub.sessions.client import ClientHandle
-from hub.sessions.session import Session, SessionFailure
+from hub.sessions.errors import SessionFailure
+from hub.sessions.session import Session
 from hub.settings import Settings
 
 if TYPE_CHECKING:
@@ -62,9 +63,13 @@ class SessionRegistry:
 
         self._tg.start_soon(guarded, name=name)
 
+    def find(self, session_id: Any) -> Session | None:
+        """The session ``session_id`` (any JSON value), or ``None``."""
+        return self.sessions.get(session_id) if isinstance(session_id, str) else None
+
     def get(self, session_id: Any) -> Session:
         """The session ``session_id``, or ``SessionFailure`` with ``-32002``."""
-        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        session = self.find(session_id)
         if session is None:
             raise SessionFailure(resource_not_found(f"no session {session_id!r}"))
         return session
@@ -86,10 +91,14 @@ class SessionRegistry:
             raise SessionFailure(invalid_params(f"unknown agent {name!r}")) from None
         session_id = f"s-{secrets.token_hex(8)}"
         session = Session(
-            session_id, agent, "", cwd=cwd, settings=self.settings, on_change=self._notify
+            session_id,
+            agent,
+            "",
+            cwd=cwd,
+            settings=self.settings,
+            on_change=self._notify,
+            spawn=self.spawn,
         )
-        session.bind_runner(lambda: self.spawn(session.run_next_queued, name=f"queue {session_id}"))
-        session.bind_spawner(lambda fn, name: self.spawn(fn, name=name))
         try:
             result = await agent.new_session(cwd, mcp_servers, session)
         except AgentError as exc:

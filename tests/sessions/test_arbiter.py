@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from hub.protocol.errors import InvalidParams
-from hub.server.connection import ASYNC_METHODS, SYNC_METHODS
+from hub.server.methods import ASYNC_METHODS, SYNC_METHODS
 from hub.sessions import arbiter
 from hub.sessions.arbiter import HistoryPolicy
-from hub.settings import ROLES
+from hub.settings import ROLES, PermissionPolicy, PromptPolicy, Role
 
 READ_ONLY = {
     "initialize",
@@ -40,7 +40,7 @@ def test_every_method_of_the_connection_has_a_role() -> None:
 
 @pytest.mark.parametrize("have", ROLES)
 @pytest.mark.parametrize("needed", ROLES)
-def test_roles_include_the_ones_before_them(have: str, needed: str) -> None:
+def test_roles_include_the_ones_before_them(have: Role, needed: Role) -> None:
     assert arbiter.allows(have, needed) is (ROLES.index(have) >= ROLES.index(needed))
 
 
@@ -72,7 +72,7 @@ def test_a_client_may_ask_for_less_never_for_more() -> None:
     ],
 )
 def test_who_may_answer_a_permission_request(
-    policy: str, role: str, holds: bool, expected: bool
+    policy: PermissionPolicy, role: Role, holds: bool, expected: bool
 ) -> None:
     assert arbiter.may_answer(policy, role, holds) is expected
 
@@ -93,7 +93,7 @@ def test_who_may_answer_a_permission_request(
     ],
 )
 def test_what_a_prompt_does(
-    policy: str, busy: bool, queued: bool, holds: bool, expected: str
+    policy: PromptPolicy, busy: bool, queued: bool, holds: bool, expected: str
 ) -> None:
     assert arbiter.prompt_action(policy, busy=busy, queued=queued, holds_lease=holds) == expected
 

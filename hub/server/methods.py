@@ -1,0 +1,362 @@
+"""The ACP methods a client may call on ``/acp``, and the hub's own ``_hub/*`` methods.
+
+Each handler takes the ``ClientConnection`` and the request's params (an object) and returns
+the result, or raises ``RpcFailure`` (``SessionFailure``, ``AgentError``) with the JSON-RPC
+error to answer; a ``ProtocolError`` is answered ``-32602``. Handlers validate their params and
+call the public API of the connection, the registry and the session. The connection checks the
+caller's role (``hub.sessions.arbiter.METHOD_ROLES``) before a handler runs.
+
+``SYNC_METHODS`` are answered inline, in the order they arrive: an attach queues its replay,
+its answer and then the live events without yielding to the event loop. ``ASYNC_METHODS`` wait
+for the agent and run in the connection's task group. The wire contract is in
+``docs/protocol.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from hub import __version__
+from hub.agents.errors import AgentError
+from hub.protocol.errors import InvalidParams, VersionError, invalid_params
+from hub.protocol.translate import capabilities_v2_to_v1, mcp_servers_v1_to_v2
+from hub.protocol.version import negotiate_as_agent
+from hub.sessions import arbiter
+from hub.sessions.errors import SessionFailure
+from hub.sessions.session import Replay
+from hub.settings import ROLES, Role
+
+if TYPE_CHECKING:
+    from hub.server.connection import ClientConnection
+
+log = logging.getLogger("hub.server")
+
+Result = dict[str, Any] | None
+SyncHandler = Callable[["ClientConnection", dict[str, Any]], Result]
+AsyncHandler = Callable[["ClientConnection", dict[str, Any]], Awaitable[Result]]
+
+
+# -- params ------------------------------------------------------------------------------------
+
+
+def _hub_meta(params: dict[str, Any]) -> dict[str, Any]:
+    meta = params.get("_meta")
+    hub_meta = meta.get("acp-hub") if isinstance(meta, dict) else None
+    return hub_meta if isinstance(hub_meta, dict) else {}
+
+
+def _checked(parse: Callable[[Any], Any], value: Any) -> Any:
+    try:
+        return parse(value)
+    except InvalidParams as exc:
+        raise SessionFailure(invalid_params(str(exc))) from None
+
+
+def _requested_role(params: dict[str, Any]) -> Role | None:
+    """The role a resume or load asks for (``_meta["acp-hub"].role``, or ``role``)."""
+    role = _hub_meta(params).get("role")
+    if role is None:
+        role = params.get("role")
+    if not isinstance(role, str):
+        return None
+    checked: Role | None = _checked(arbiter.hub_role, role)
+    return checked
+
+
+def _replay_request(
+    params: dict[str, Any], default: Replay
+) -> tuple[Replay, tuple[int, int] | None]:
+    """What a resume or load replays: ``replayFrom``, or the v1 ``_meta`` forms."""
+    replay_from = params.get("replayFrom")
+    hub_meta = _hub_meta(params)
+    if replay_from is None:
+        after = hub_meta.get("after")
+        if isinstance(after, dict):
+            replay_from = {"type": "_hub_after", **after}
+        elif hub_meta.get("replay") == "start":
+            replay_from = {"type": "start"}
+    if replay_from is None:
+        return default, None
+    if not isinstance(replay_from, dict):
+        raise SessionFailure(invalid_params("replayFrom must be an object"))
+    kind = replay_from.get("type")
+    if kind == "start":
+        return "start", None
+    if kind == "_hub_after":
+        epoch, seq = replay_from.get("epoch"), replay_from.get("seq")
+        if (
+            not isinstance(epoch, int)
+            or not isinstance(seq, int)
+            or isinstance(seq, bool)
+            or seq < 0
+        ):
+            raise SessionFailure(invalid_params("_hub_after needs integer epoch and seq >= 0"))
+        return "after", (epoch, seq)
+    raise SessionFailure(invalid_params(f"unsupported replayFrom type {kind!r}"))
+
+
+def _string(params: dict[str, Any], key: str, message: str) -> str:
+    value = params.get(key)
+    if not isinstance(value, str):
+        raise SessionFailure(invalid_params(message))
+    return value
+
+
+# -- initialize --------------------------------------------------------------------------------
+
+
+async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    try:
+        version = negotiate_as_agent(params.get("protocolVersion"))
+    except VersionError as exc:
+        raise SessionFailure(invalid_params(str(exc))) from None
+    hub_meta = _hub_meta(params)
+    info = params.get("info") if version >= 2 else params.get("clientInfo")
+    if not isinstance(info, dict):
+        info = params.get("clientInfo") or params.get("info")
+    name = hub_meta.get("name")
+    if not isinstance(name, str) and isinstance(info, dict) and isinstance(info.get("name"), str):
+        name = info["name"]
+    requested = hub_meta.get("role")
+    role = conn.granted_role
+    if isinstance(requested, str):
+        role = _checked(arbiter.hub_role, requested)
+    conn.identify(
+        version=version,
+        name=name if isinstance(name, str) and name else f"client {conn.connection_id[-4:]}",
+        role=role,
+        hub_events=version >= 2 or hub_meta.get("events") is True,
+        batches=version >= 2 and hub_meta.get("batches") is True,
+    )
+    supervisor = conn.registry.supervisor
+    agents = [{"name": n, "default": n == supervisor.default_name} for n in supervisor.names()]
+    capabilities = await _capabilities(conn)
+    meta = {
+        "acp-hub": {
+            "connectionId": conn.connection_id,
+            "clientId": conn.connection_id,
+            "principal": conn.principal,
+            "role": conn.role,
+            "name": conn.name,
+            "agents": agents,
+            "defaultAgent": supervisor.default_name,
+            "features": ["replay", "cursor", "batch-replay", "arbitration", "attach"],
+            "version": __version__,
+        }
+    }
+    hub_info = {"name": "acp-hub", "title": "acp-hub", "version": __version__}
+    log.info("= %s: initialized v%d as %s (%s)", conn.connection_id, version, conn.role, conn.name)
+    if version >= 2:
+        return {
+            "protocolVersion": version,
+            "info": hub_info,
+            "capabilities": capabilities,
+            "authMethods": [],
+            "_meta": meta,
+        }
+    v1caps = capabilities_v2_to_v1(capabilities)
+    v1caps["loadSession"] = True
+    session_caps = v1caps.setdefault("sessionCapabilities", {})
+    session_caps.update({"list": {}, "resume": {}, "close": {}, "delete": {}})
+    session_caps["attach"] = {"roles": list(ROLES)}
+    return {
+        "protocolVersion": version,
+        "agentInfo": hub_info,
+        "agentCapabilities": v1caps,
+        "authMethods": [],
+        "_meta": meta,
+    }
+
+
+async def _capabilities(conn: ClientConnection) -> dict[str, Any]:
+    """The v2 capabilities the hub advertises: the default agent's prompt and MCP support,
+    and the session operations the hub serves itself."""
+    session: dict[str, Any] = {"delete": {}, "mcp": {"stdio": {}}}
+    # The multi-client attach proposal: session/attach and session/detach with these roles.
+    session["attach"] = {"roles": [*ROLES, *arbiter.ATTACH_ROLE_NAMES]}
+    supervisor = conn.registry.supervisor
+    name = supervisor.default_name
+    if name is not None:
+        agent = supervisor.get(name)
+        try:
+            await agent.ensure_started()
+        except AgentError as exc:
+            log.warning("! default agent %s did not start: %s", name, exc)
+        agent_session = agent.capabilities.get("session") if agent.capabilities else None
+        if isinstance(agent_session, dict):
+            for key in ("prompt", "mcp", "additionalDirectories"):
+                if isinstance(agent_session.get(key), dict):
+                    session[key] = agent_session[key]
+    return {"session": session}
+
+
+# -- sessions ----------------------------------------------------------------------------------
+
+
+async def _session_new(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    cwd = params.get("cwd")
+    if not isinstance(cwd, str) or not cwd.startswith("/"):
+        raise SessionFailure(invalid_params("cwd must be an absolute path"))
+    servers = params.get("mcpServers", [])
+    if servers is None:
+        servers = []
+    if not isinstance(servers, list):
+        raise SessionFailure(invalid_params("mcpServers must be an array"))
+    if conn.version < 2:
+        servers = mcp_servers_v1_to_v2(servers)
+    agent = _hub_meta(params).get("agent")
+    if agent is not None and not isinstance(agent, str):
+        raise SessionFailure(invalid_params("_meta['acp-hub'].agent must be a string"))
+    session = await conn.registry.new_session(conn, agent, cwd, servers)
+    if conn.closed:
+        return None
+    # Everything from the start of the log: what the session emitted while it was created.
+    result = conn.attach(session, replay="after", after=(session.cursor["epoch"], 0))
+    result["sessionId"] = session.id
+    return result
+
+
+def _session_list(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    entries = conn.registry.list()
+    cwd = params.get("cwd")
+    if isinstance(cwd, str):
+        entries = [e for e in entries if e["cwd"] == cwd]
+    return {"sessions": entries}
+
+
+def _resume(conn: ClientConnection, params: dict[str, Any], default: Replay) -> Result:
+    session = conn.registry.get(params.get("sessionId"))
+    replay, after = _replay_request(params, default)
+    return conn.attach(session, replay=replay, after=after, role=_requested_role(params))
+
+
+def _session_resume(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    return _resume(conn, params, None)
+
+
+def _session_load(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    return _resume(conn, params, "start")
+
+
+def _session_attach(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    """The multi-client attach proposal: role + historyPolicy."""
+    session = conn.registry.get(params.get("sessionId"))
+    policy = _checked(arbiter.history_policy, params.get("historyPolicy"))
+    mapped_role = _checked(arbiter.attach_role, params.get("role"))
+    replay: Replay = {
+        "full": "start",
+        "none": None,
+        "pending_only": "pending_only",
+        "after": "message",
+    }[policy.kind]
+    result = conn.attach(
+        session, replay=replay, role=mapped_role, via_attach=True, message_id=policy.message_id
+    )
+    result["role"] = session.role_of(conn)
+    return result
+
+
+def _session_detach(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    conn.detach_session(conn.attached_session(params.get("sessionId")))
+    return {}
+
+
+async def _session_prompt(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    session = conn.attached_session(params.get("sessionId"))
+    return await session.prompt(conn, params.get("prompt"))
+
+
+async def _session_set_config_option(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    session = conn.attached_session(params.get("sessionId"))
+    config_id = params.get("configId")
+    if not isinstance(config_id, str) or "value" not in params:
+        raise SessionFailure(invalid_params("configId and value are required"))
+    value = params["value"]
+    kind = params.get("type")
+    if kind is None:
+        kind = "boolean" if isinstance(value, bool) else "id"
+    options = await session.set_config_option(conn, config_id, kind, value)
+    return conn.config_result(options)
+
+
+async def _session_set_mode(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    session = conn.attached_session(params.get("sessionId"))
+    await session.set_mode(conn, _string(params, "modeId", "modeId is required"))
+    return {}
+
+
+async def _session_close(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    session = conn.registry.get(params.get("sessionId"))
+    await conn.registry.close(conn, session, delete=False)
+    conn.forget_session(session)
+    return {}
+
+
+async def _session_delete(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    session = conn.registry.find(_string(params, "sessionId", "sessionId must be a string"))
+    if session is None:
+        return {}  # idempotent, as ACP asks
+    await conn.registry.close(conn, session, delete=True)
+    conn.forget_session(session)
+    return {}
+
+
+# -- the hub's own methods ---------------------------------------------------------------------
+
+
+def _hub_queue_withdraw(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    session = conn.attached_session(params.get("sessionId"))
+    session.withdraw_prompt(conn, _string(params, "queueId", "queueId is required"))
+    return {}
+
+
+def _hub_set_policy(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    session = conn.attached_session(params.get("sessionId"))
+    return session.set_policy(conn, params.get("prompt"), params.get("permission"))
+
+
+def _hub_lease(action: str) -> SyncHandler:
+    def handler(conn: ClientConnection, params: dict[str, Any]) -> Result:
+        session = conn.attached_session(params.get("sessionId"))
+        target = params.get("clientId")
+        return session.lease_action(conn, action, target if isinstance(target, str) else None)
+
+    return handler
+
+
+def _hub_agent_stderr(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    name = params.get("agent") or conn.registry.supervisor.default_name
+    if name is not None and not isinstance(name, str):
+        raise SessionFailure(invalid_params("agent must be the name of an agent"))
+    try:
+        agent = conn.registry.supervisor.get(name)
+    except KeyError:
+        raise SessionFailure(invalid_params(f"unknown agent {name!r}")) from None
+    return {"agent": agent.name, "stderr": agent.stderr_tail()}
+
+
+SYNC_METHODS: dict[str, SyncHandler] = {
+    "session/list": _session_list,
+    "session/resume": _session_resume,
+    "session/load": _session_load,
+    "session/attach": _session_attach,
+    "session/detach": _session_detach,
+    "_hub/queue/withdraw": _hub_queue_withdraw,
+    "_hub/set_policy": _hub_set_policy,
+    "_hub/lease/request": _hub_lease("request"),
+    "_hub/lease/release": _hub_lease("release"),
+    "_hub/lease/grant": _hub_lease("grant"),
+    "_hub/agent_stderr": _hub_agent_stderr,
+}
+
+ASYNC_METHODS: dict[str, AsyncHandler] = {
+    "initialize": _initialize,
+    "session/new": _session_new,
+    "session/prompt": _session_prompt,
+    "session/set_config_option": _session_set_config_option,
+    "session/set_mode": _session_set_mode,
+    "session/close": _session_close,
+    "session/delete": _session_delete,
+}

@@ -1,0 +1,284 @@
+"""Permission requests: routed to every client allowed to answer, the first valid answer wins.
+
+Theory of operation
+-------------------
+An agent's ``session/request_permission`` becomes a pending ``_hub_permission`` record and a
+copy of the request (a hub->client request of its own) for every attached client that may
+answer it under the session's permission policy (``arbiter.may_answer``: ``first``, ``owner``,
+``lease``). The first valid answer resolves it: the agent gets the outcome, every other copy is
+withdrawn (``$/cancel_request``) and the record becomes ``resolved`` with who answered.
+
+An answer from a client no longer eligible, or a malformed one, is refused with
+``_hub/answer_refused`` (a malformed answer's sender gets a fresh copy to answer again); a
+client that answers its copy with an error declined it and is not asked again. A request that
+nobody attached may answer any more resolves ``cancelled``; so does every pending request when
+the turn ends, is cancelled or the agent dies, and one nobody answers within
+``permission_timeout`` resolves ``timed_out``. Clients that become eligible (a lease or policy
+change, a late joiner) get a copy of what is pending.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from hub.protocol.errors import (
+    InvalidParams,
+    ProtocolError,
+    RpcError,
+    forbidden,
+    invalid_params,
+)
+from hub.protocol.translate import permission_outcome_for_agent, permission_request_v2_to_v1
+from hub.sessions import arbiter
+from hub.sessions.client import ClientHandle
+
+if TYPE_CHECKING:
+    from hub.sessions.session import Attachment, Session
+
+log = logging.getLogger("hub.sessions")
+
+
+@dataclass(slots=True)
+class PendingPermission:
+    """An agent permission request being offered to the clients that may answer it."""
+
+    permission_id: str
+    params: dict[str, Any]
+    options: list[Any]
+    copies: dict[str, Any] = field(default_factory=dict)  # client id -> request id it got
+    declined: set[str] = field(default_factory=set)
+    """Clients that answered their copy with an error (or cannot be shown it): not re-offered."""
+    done: anyio.Event = field(default_factory=anyio.Event)
+    outcome: dict[str, Any] | None = None
+    resolved_by: ClientHandle | None = None
+
+
+class Permissions:
+    """The pending permission requests of one session; see the module docstring."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self.pending: dict[str, PendingPermission] = {}
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def eligible(self, attachment: Attachment) -> bool:
+        """Whether ``attachment``'s client may answer under the current policy and lease."""
+        session = self._session
+        holds = session.lease.held_by(attachment.client_id)
+        return arbiter.may_answer(session.permission_policy, attachment.role, holds)
+
+    async def request(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``SessionSink.on_permission``: offer the request, wait for the first valid answer
+        (or ``cancelled`` / ``timed_out``) and return the v2 outcome for the agent."""
+        session = self._session
+        options = params.get("options")
+        if not isinstance(options, list) or not options:
+            raise InvalidParams("session/request_permission needs a non-empty options array")
+        permission_id = session.mint("perm")
+        request = {k: v for k, v in params.items() if k != "sessionId"}
+        pending = PendingPermission(permission_id, request, options)
+        self.pending[permission_id] = pending
+        subject = request.get("subject")
+        tool = subject.get("toolCall") if isinstance(subject, dict) else None
+        if (
+            isinstance(tool, dict)
+            and isinstance(tool.get("toolCallId"), str)
+            and session.state.tool_call(tool["toolCallId"]) is None
+        ):
+            # A tool call first seen in the request: the permission record does not fold into
+            # the tool calls (see hub.protocol.state), so it is upserted as its own update.
+            session.emit({**tool, "sessionUpdate": "tool_call_update"})
+        session.emit(
+            {
+                "sessionUpdate": "_hub_permission",
+                "permissionId": permission_id,
+                "status": "pending",
+                "request": request,
+            }
+        )
+        for attachment in tuple(session.attached.values()):
+            if self.eligible(attachment):
+                self._offer(pending, attachment.client)
+        session.changed()
+        self.check_unanswerable()
+        try:
+            with anyio.move_on_after(session.settings.permission_timeout) as scope:
+                await pending.done.wait()
+            if scope.cancelled_caught:
+                self.finish(pending, None, "timed_out")
+        finally:
+            if not pending.done.is_set():
+                # Cancelled by the agent ($/cancel_request) or because it died.
+                self.finish(pending, None, "cancelled")
+        return pending.outcome or {"outcome": "cancelled"}
+
+    def reoffer(self) -> None:
+        """After the lease or the permission policy changed: newly eligible clients get a copy
+        of each pending request, clients no longer eligible lose theirs."""
+        for pending in list(self.pending.values()):
+            for attachment in tuple(self._session.attached.values()):
+                client_id = attachment.client_id
+                eligible = self.eligible(attachment)
+                if eligible and client_id not in pending.copies:
+                    pending.declined.discard(client_id)
+                    self._offer(pending, attachment.client)
+                elif not eligible and client_id in pending.copies:
+                    attachment.client.withdraw(pending.copies.pop(client_id))
+        self.check_unanswerable()
+
+    def offer_pending(self, client: ClientHandle) -> None:
+        """A client just attached: offer it what is pending, if it may answer."""
+        attachment = self._session.attached.get(client.client_id)
+        if attachment is None:
+            return
+        for pending in self.pending.values():
+            if client.client_id not in pending.copies and self.eligible(attachment):
+                self._offer(pending, client)
+
+    def forget_client(self, client: ClientHandle) -> None:
+        """``client`` detached: its copies are withdrawn (``check_unanswerable`` next)."""
+        for pending in self.pending.values():
+            request_id = pending.copies.pop(client.client_id, None)
+            if request_id is not None:
+                client.withdraw(request_id)
+
+    def cancel_all(self) -> None:
+        """Resolve every pending request ``cancelled`` (turn ended or cancelled, agent gone)."""
+        for pending in list(self.pending.values()):
+            self.finish(pending, None, "cancelled")
+
+    def _offer(self, pending: PendingPermission, client: ClientHandle) -> None:
+        session = self._session
+        params = {"sessionId": session.id, **pending.params}
+        if client.version < 2:
+            try:
+                # The stored request has no sessionId (each copy names the hub's session id).
+                v1_params = permission_request_v2_to_v1(params)
+                params = {**v1_params, "sessionId": session.id}
+            except ProtocolError as exc:
+                log.warning(
+                    "! %s: permission request not representable for v1: %s", session.id, exc
+                )
+                pending.declined.add(client.client_id)
+                return
+
+        # Which `_hub_permission` record this copy belongs to, so that a client can match
+        # the record's resolution to the dialog it shows.
+        meta = params.get("_meta")
+        hub_meta = {"permissionId": pending.permission_id}
+        params["_meta"] = (
+            {**meta, "acp-hub": hub_meta} if isinstance(meta, dict) else {"acp-hub": hub_meta}
+        )
+
+        def on_reply(result: Any, error: RpcError | None) -> None:
+            self._answer(pending, client, result, error)
+
+        pending.copies[client.client_id] = client.request(
+            "session/request_permission", params, on_reply
+        )
+
+    def _answer(
+        self, pending: PendingPermission, client: ClientHandle, result: Any, error: RpcError | None
+    ) -> None:
+        if pending.done.is_set():
+            return
+        request_id = pending.copies.pop(client.client_id, None)
+        if error is not None:
+            # The client declined to answer (or went away): its copy is gone, others remain,
+            # and it is not asked again (a client that cannot answer would loop).
+            pending.declined.add(client.client_id)
+            self.check_unanswerable()
+            return
+        attachment = self._session.attached.get(client.client_id)
+        if attachment is None or not self.eligible(attachment):
+            self._refuse(
+                client,
+                request_id,
+                forbidden(arbiter.ANSWER_ROLE, client.role, "answering a permission request"),
+            )
+            return
+        try:
+            outcome = permission_outcome_for_agent(
+                result.get("outcome") if isinstance(result, dict) else None, pending.options
+            )
+        except ProtocolError as exc:
+            self._refuse(client, request_id, invalid_params(f"refused answer: {exc}"))
+            log.warning(
+                "! %s: refused a malformed permission answer from %s: %s",
+                self._session.id,
+                client.client_id,
+                exc,
+            )
+            # The refused client gets a fresh copy at once, so it can answer again.
+            self._offer(pending, client)
+            self.check_unanswerable()
+            return
+        self.finish(pending, client, "resolved", outcome)
+
+    def _refuse(self, client: ClientHandle, request_id: Any, error: RpcError) -> None:
+        client.notify(
+            "_hub/answer_refused",
+            {"sessionId": self._session.id, "requestId": request_id, "error": error.to_dict()},
+        )
+
+    def check_unanswerable(self) -> None:
+        """Resolve ``cancelled`` the pending requests nobody attached may answer any more."""
+        attached = self._session.attached
+        for pending in list(self.pending.values()):
+            if pending.copies:
+                continue
+            # Eligible clients without a copy (a refused answer took it): offer again.
+            for attachment in tuple(attached.values()):
+                if attachment.client_id not in pending.declined and self.eligible(attachment):
+                    self._offer(pending, attachment.client)
+            if not pending.copies:
+                self.finish(pending, None, "cancelled")
+
+    def finish(
+        self,
+        pending: PendingPermission,
+        by: ClientHandle | None,
+        status: str,
+        outcome: dict[str, Any] | None = None,
+    ) -> None:
+        """Resolve ``pending`` with ``status`` (``resolved`` by ``by`` with ``outcome``,
+        ``cancelled``, ``timed_out``): withdraw the copies, record it, wake the agent's task."""
+        if pending.done.is_set():
+            return
+        session = self._session
+        pending.outcome = outcome if outcome is not None else {"outcome": "cancelled"}
+        pending.resolved_by = by
+        pending.done.set()
+        self.pending.pop(pending.permission_id, None)
+        for client_id, request_id in list(pending.copies.items()):
+            attachment = session.attached.get(client_id)
+            if attachment is not None:
+                attachment.client.withdraw(request_id)
+        pending.copies.clear()
+        record: dict[str, Any] = {
+            "sessionUpdate": "_hub_permission",
+            "permissionId": pending.permission_id,
+            "status": status,
+            "outcome": pending.outcome,
+        }
+        if by is not None:
+            record["resolvedBy"] = {"clientId": by.client_id, "name": by.name}
+        session.emit(record)
+        session.notify_attached(
+            "_hub/permission_resolved",
+            {
+                "sessionId": session.id,
+                "permissionId": pending.permission_id,
+                "status": status,
+                "outcome": pending.outcome,
+                "resolvedBy": record.get("resolvedBy"),
+            },
+            via_attach=True,
+        )
+        session.changed()

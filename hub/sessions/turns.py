@@ -1,0 +1,348 @@
+"""Turns: the prompt turn in progress, the prompt queue, and the prompt policies.
+
+Theory of operation
+-------------------
+A driver's prompt is started, queued or refused by ``arbiter.prompt_action`` under the
+session's prompt policy (``queue``, ``reject``, ``lease``; see ``docs/arbitration.md``). A
+started prompt is a ``Turn`` until the agent reports ``idle`` (or dies): while it runs the
+session is busy, and the next queued prompt starts, in a hub task, when it ends.
+
+Every user message is attributed to the client whose prompt it is with a ``_hub_prompt``
+update: by the id the agent's answer names, or else by the first user message the agent sends
+during the turn. v2 clients are answered when the prompt is accepted (started, or queued);
+v1 clients when the turn their prompt started ended, with its stop reason.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+
+from hub.agents.errors import AgentError
+from hub.protocol.errors import (
+    NOT_LEASE_HOLDER,
+    QUEUE_FULL,
+    REQUEST_CANCELLED,
+    SESSION_BUSY,
+    RpcError,
+    hub_error,
+    invalid_params,
+)
+from hub.protocol.translate import stop_reason_for_v1
+from hub.sessions import arbiter
+from hub.sessions.client import ClientHandle
+from hub.sessions.errors import SessionFailure
+
+if TYPE_CHECKING:
+    from hub.sessions.session import Session
+
+USER_MESSAGE_VARIANTS: Final = frozenset({"user_message", "user_message_chunk"})
+
+
+def now_iso() -> str:
+    """The current UTC time as ISO 8601 to the second (``2026-01-31T12:00:00Z``)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+ATTRIBUTION_WAIT = 5.0
+"""How long a v2 prompt answer waits for the agent's user message when the agent accepted
+the prompt without naming it (seconds)."""
+
+
+@dataclass(slots=True)
+class QueuedPrompt:
+    """A prompt waiting for the agent to become idle."""
+
+    queue_id: str
+    client: ClientHandle
+    blocks: list[Any]
+    queued_at: str
+    started: anyio.Event = field(default_factory=anyio.Event)
+    result: dict[str, Any] | None = None
+    error: RpcError | None = None
+    withdrawn: bool = False
+
+
+@dataclass(slots=True)
+class Turn:
+    """The prompt turn in progress: who started it, and who waits for its stop reason."""
+
+    client: ClientHandle | None
+    attributed: bool = False
+    ended: anyio.Event = field(default_factory=anyio.Event)
+    stop_reason: str | None = None
+    error: RpcError | None = None
+    cancelling: bool = False
+    """A ``session/cancel`` for this turn went to the agent (it goes once)."""
+    message_id: str | None = None
+    """The id of the user message this turn's prompt became (from the agent's answer or its
+    first user message)."""
+    id_known: anyio.Event = field(default_factory=anyio.Event)
+
+
+class Turns:
+    """The turn and the prompt queue of one session; see the module docstring."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self.current: Turn | None = None
+        self.queue: list[QueuedPrompt] = []
+
+    @property
+    def busy(self) -> bool:
+        """A turn runs (the hub started one, or the agent says it is not idle)."""
+        return self.current is not None or self._session.state.foreground != "idle"
+
+    def started_by(self, client_id: str) -> bool:
+        """Whether the turn in progress is ``client_id``'s prompt."""
+        turn = self.current
+        return turn is not None and turn.client is not None and turn.client.client_id == client_id
+
+    # -- prompts -----------------------------------------------------------------------------
+
+    async def prompt(self, client: ClientHandle, blocks: Any) -> dict[str, Any]:
+        """``Session.prompt``: arbitrate, then start, queue or refuse."""
+        session = self._session
+        session.require(client, "driver", "session/prompt")
+        if not isinstance(blocks, list) or not blocks:
+            raise SessionFailure(
+                invalid_params("prompt must be a non-empty array of content blocks")
+            )
+        lease = session.lease
+        if session.prompt_policy == "lease":
+            lease.expire()
+        holder = lease.holder
+        action = arbiter.prompt_action(
+            session.prompt_policy,
+            busy=self.busy,
+            queued=bool(self.queue),
+            holds_lease=lease.held_by(client.client_id),
+        )
+        if action == "not_holder":
+            raise SessionFailure(
+                hub_error(
+                    NOT_LEASE_HOLDER,
+                    "This session uses the lease policy and you do not hold the lease",
+                    {"holder": None if holder is None else holder.client_id},
+                )
+            )
+        if session.prompt_policy == "lease":
+            lease.touch()  # a prompt from the holder is activity
+        if action == "queue":
+            return await self._queue_prompt(client, blocks)
+        if action == "busy":
+            raise SessionFailure(
+                hub_error(
+                    SESSION_BUSY,
+                    "The agent is busy with another prompt; try again when it is idle",
+                )
+            )
+        return await self._start(client, blocks)
+
+    async def _start(self, client: ClientHandle, blocks: list[Any]) -> dict[str, Any]:
+        session = self._session
+        turn = Turn(client)
+        self.current = turn
+        session.changed()
+        try:
+            ack = await session.agent.prompt(session.agent_session_id, blocks)
+        except AgentError as exc:
+            if self.current is turn:
+                self.current = None
+            session.changed()
+            self.pump()
+            raise SessionFailure(exc.error) from exc
+        if ack.message_id is not None and not turn.attributed:
+            self._attribute(turn, client, ack.message_id)
+        if client.version >= 2:
+            if turn.message_id is None:
+                # The agent accepted with `{}`: its first user message names the prompt.
+                with anyio.move_on_after(ATTRIBUTION_WAIT):
+                    await turn.id_known.wait()
+            meta: dict[str, Any] = {"queued": False}
+            result: dict[str, Any] = {"_meta": {"acp-hub": meta}}
+            if turn.message_id is not None:
+                meta["messageId"] = turn.message_id
+                # v2 clients (the TypeScript SDK's among them) expect the user message's id
+                # at the top level of the prompt answer, as v2 agents give it.
+                result["messageId"] = turn.message_id
+            return result
+        await turn.ended.wait()
+        if turn.error is not None and turn.stop_reason is None:
+            raise SessionFailure(turn.error)
+        # The v1 enum is closed: a v2 agent's other stop reasons read as `end_turn`.
+        return {"stopReason": stop_reason_for_v1(turn.stop_reason or "end_turn")}
+
+    def on_user_message(self, update: dict[str, Any]) -> bool:
+        """Emit ``update`` if it is the user message of the turn's own prompt (attributed to
+        its sender on the first one) and return ``True``; else leave it to the caller."""
+        turn = self.current
+        if (
+            turn is None
+            or turn.client is None
+            or update.get("sessionUpdate") not in USER_MESSAGE_VARIANTS
+            or not isinstance(update.get("messageId"), str)
+            or (turn.attributed and update["messageId"] != turn.message_id)
+        ):
+            return False
+        if not turn.attributed:
+            self._attribute(turn, turn.client, update["messageId"])
+        # The prompt's own user message: a v1 sender rendered it already.
+        self._session.emit(update, origin=turn.client.client_id)
+        return True
+
+    def _attribute(self, turn: Turn, client: ClientHandle, message_id: str) -> None:
+        """Record (``_hub_prompt``) that the user message ``message_id`` is ``client``'s."""
+        turn.attributed = True
+        turn.message_id = message_id
+        turn.id_known.set()
+        self._session.emit(
+            {
+                "sessionUpdate": "_hub_prompt",
+                "messageId": message_id,
+                "clientId": client.client_id,
+                "name": client.name,
+            }
+        )
+
+    def ended(self, stop_reason: Any, error: RpcError | None) -> None:
+        """The agent is idle again (``stop_reason``), or gone (``error``): the turn ends, its
+        pending permission requests resolve ``cancelled``, the next queued prompt starts."""
+        turn = self.current
+        if turn is None:
+            return
+        session = self._session
+        # An idle state ends the turn for arbitration even without a stop reason (agents may
+        # stop at any point); a v1 client waiting for its stop reason then gets `end_turn`.
+        turn.stop_reason = stop_reason if isinstance(stop_reason, str) else None
+        turn.error = error
+        turn.ended.set()
+        turn.id_known.set()  # nobody waits for an id that will not come
+        self.current = None
+        session.permissions.cancel_all()
+        if turn.client is not None and session.lease.held_by(turn.client.client_id):
+            session.lease.touch()  # inactivity counts from the end of the holder's turn
+        session.changed()
+        self.pump()
+
+    # -- the queue ---------------------------------------------------------------------------
+
+    async def _queue_prompt(self, client: ClientHandle, blocks: list[Any]) -> dict[str, Any]:
+        session = self._session
+        waiting = [e for e in self.queue if not e.withdrawn]
+        if len(waiting) >= session.settings.max_queued_prompts:
+            raise SessionFailure(hub_error(QUEUE_FULL, "The prompt queue of this session is full"))
+        entry = QueuedPrompt(session.mint("q"), client, blocks, now_iso())
+        self.queue.append(entry)
+        self._queue_changed()
+        if client.version >= 2:
+            # Acknowledged on acceptance into the queue; the turn starts when the agent is idle.
+            self.pump()
+            return {"_meta": {"acp-hub": {"queued": True, "queueId": entry.queue_id}}}
+        self.pump()
+        try:
+            await entry.started.wait()
+        finally:
+            if not entry.started.is_set() and entry in self.queue:
+                # The v1 client cancelled its prompt ($/cancel_request) or went away.
+                self._withdraw(entry)
+        if entry.error is not None:
+            raise SessionFailure(entry.error)
+        return entry.result or {"stopReason": "end_turn"}
+
+    def _queue_changed(self) -> None:
+        entries = [
+            {
+                "queueId": e.queue_id,
+                "clientId": e.client.client_id,
+                "name": e.client.name,
+                "preview": _preview(e.blocks),
+                "queuedAt": e.queued_at,
+            }
+            for e in self.queue
+            if not e.withdrawn
+        ]
+        self._session.emit({"sessionUpdate": "_hub_queue", "entries": entries})
+
+    def withdraw(self, client: ClientHandle, queue_id: str) -> None:
+        """``Session.withdraw_prompt``."""
+        session = self._session
+        session.require(client, "driver", "_hub/queue/withdraw")
+        for entry in self.queue:
+            if entry.queue_id == queue_id and not entry.withdrawn:
+                if entry.client.client_id != client.client_id:
+                    session.require(client, "owner", "withdrawing another client's prompt")
+                self._withdraw(entry)
+                return
+        raise SessionFailure(invalid_params(f"no queued prompt {queue_id!r}"))
+
+    def forget_client(self, client: ClientHandle) -> None:
+        """``client`` detached: its queued prompts are withdrawn."""
+        for entry in self.queue:
+            if entry.client.client_id == client.client_id and not entry.withdrawn:
+                self._withdraw(entry)
+
+    def _withdraw(self, entry: QueuedPrompt) -> None:
+        entry.withdrawn = True
+        entry.error = RpcError(REQUEST_CANCELLED, "The queued prompt was withdrawn")
+        entry.started.set()
+        self.queue = [e for e in self.queue if not e.withdrawn]
+        self._queue_changed()
+
+    def pump(self) -> None:
+        """Start the head of the queue in a hub task when the agent is idle."""
+        if self.busy or not self.queue:
+            return
+        self._session.run_later(self.run_next_queued, "queue")
+
+    async def run_next_queued(self) -> None:
+        """Start the head of the queue (in a hub task, see ``pump``)."""
+        if self.busy or not self.queue:
+            return
+        entry = self.queue.pop(0)
+        self._queue_changed()
+        if entry.withdrawn:
+            self.pump()
+            return
+        try:
+            result = await self._start(entry.client, entry.blocks)
+        except SessionFailure as exc:
+            entry.error = exc.error
+        else:
+            entry.result = result
+        entry.started.set()
+
+    # -- cancel ------------------------------------------------------------------------------
+
+    async def cancel(self, client: ClientHandle) -> None:
+        """``Session.cancel``."""
+        session = self._session
+        session.require(client, "driver", "session/cancel")
+        turn = self.current
+        if turn is None and session.state.foreground == "idle":
+            return
+        if turn is not None:
+            if turn.cancelling:
+                return  # another driver's cancel of this turn already went to the agent
+            turn.cancelling = True
+        # The agent is told first, then its pending permission requests are answered
+        # `cancelled` (the order ACP asks of a client), so that the turn ends `cancelled`.
+        try:
+            await session.agent.cancel(session.agent_session_id)
+        finally:
+            session.permissions.cancel_all()
+
+
+def _preview(blocks: list[Any], limit: int = 120) -> str:
+    for block in blocks:
+        if (
+            isinstance(block, dict)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        ):
+            text: str = block["text"]
+            return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+    return "(non-text prompt)"
