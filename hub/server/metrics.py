@@ -169,9 +169,10 @@ class _StateCollector(Collector):
         waiting = longest = 0
         registry = hub.registry
         for session in list(registry.sessions.values()) if registry is not None else ():
-            state = "lost" if session.lost else "prompting" if session.turn is not None else "idle"
+            prompting = session.turns.current is not None
+            state = "lost" if session.lost else "prompting" if prompting else "idle"
             states[state] += 1
-            depth = len(session.queue)
+            depth = len(session.turns.queue)
             waiting += depth
             longest = max(longest, depth)
         for state, count in sorted(states.items()):
