@@ -1,4 +1,4 @@
-"""The ``acp-hub`` command line: ``serve`` and ``demo``.
+"""The ``acp-hub`` command line: ``serve``, ``demo`` and ``bridge``.
 
 ``acp-hub serve [--host 127.0.0.1] [--port 8765] [--config FILE] [--store URL]
 [--agent NAME=COMMAND ...]`` runs the hub with the agents of the config file and the command
@@ -8,11 +8,16 @@ and no API key. Once the server listens, both print ``acp-hub: listening on http
 (with the real port when ``--port 0``) on standard output. SIGINT and SIGTERM shut down
 cleanly: clients are closed with 1001, agents are stopped (stdin closed, SIGTERM, SIGKILL of
 their process groups), the store writes what it holds.
+
+``acp-hub bridge ws://HOST:PORT/acp [--token T] [--session ID] [--agent NAME]`` is a stdio ACP
+agent for editors that relays to a hub (``hub.bridge``, ``docs/bridge.md``); the token may also
+come from ``ACP_HUB_TOKEN``. Its standard output carries only ACP; logs go to standard error.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
 import os
@@ -116,6 +121,29 @@ def _parser() -> argparse.ArgumentParser:
         )
         if name == "demo":
             p.add_argument("--protocol", default="auto", choices=["auto", "1", "2"])
+    b = sub.add_parser("bridge", help="a stdio ACP agent for editors, relaying to a hub")
+    b.add_argument("url", help="the hub's WebSocket endpoint, e.g. ws://127.0.0.1:8765/acp")
+    b.add_argument(
+        "--token",
+        default=os.environ.get("ACP_HUB_TOKEN"),
+        help="sent as Authorization: Bearer (default: $ACP_HUB_TOKEN)",
+    )
+    b.add_argument("--session", default=None, help="attach the editor's first session/new here")
+    b.add_argument("--agent", default=None, help="the hub agent new sessions run on")
+    b.add_argument(
+        "--reconnect-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long to keep trying a lost hub before failing requests (default 60)",
+    )
+    b.add_argument("--log-level", default=os.environ.get("ACP_HUB_LOG", "info"))
+    b.add_argument(
+        "--log-format",
+        default=os.environ.get("ACP_HUB_LOG_FORMAT", "text"),
+        choices=logs.FORMATS,
+        help="text (readable, the default) or json (one object per line)",
+    )
     return parser
 
 
@@ -191,6 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # an unknown level name
         print(f"acp-hub: --log-level: {exc}", file=sys.stderr)
         return 2
+    if args.command == "bridge":
+        return _bridge(args)
     try:
         settings, agents, default = build(args)
     except (ConfigError, ValueError) as exc:
@@ -226,6 +256,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         banner = "acp-hub: open {url}/ in a browser; the demo agent is ready to prompt"
     server = _Server(config, hub, banner)
     server.run()
+    return 0
+
+
+def _bridge(args: argparse.Namespace) -> int:
+    from hub.bridge.link import Target
+    from hub.bridge.relay import run_stdio
+
+    target = Target(args.url, args.token or None)
+    try:
+        asyncio.run(
+            run_stdio(
+                target,
+                agent=args.agent,
+                session=args.session,
+                reconnect_window=args.reconnect_timeout,
+            )
+        )
+    except KeyboardInterrupt:
+        pass
     return 0
 
 
