@@ -30,7 +30,12 @@ LAYERS: dict[str, int] = {
     "hub.sessions": 3,
     "hub.server": 4,
     "hub.cli": 5,
+    "hub.bridge": 5,  # a command of its own: a client of the hub, over the protocol layer only
 }
+
+BRIDGE_MAY_IMPORT = ("hub", "hub.protocol", "hub.bridge")
+"""The hub's modules the bridge may use: it is a hub client, so it does not reach into the
+agents, sessions or server layers even though it sits beside the command line."""
 
 SERVER_LIBRARIES = {"starlette", "uvicorn", "websockets"}
 IO_LIBRARIES = {"anyio", "asyncio", "socket", "redis", *SERVER_LIBRARIES}
@@ -112,6 +117,22 @@ def test_every_module_imports_only_its_own_layer_or_lower() -> None:
     assert len(files) > 20
     found = {module_name(f): violations(f) for f in files}
     assert {m: v for m, v in found.items() if v} == {}
+
+
+def test_the_bridge_uses_only_the_protocol_layer() -> None:
+    found: dict[str, list[str]] = {}
+    for path in sorted((HUB / "bridge").glob("*.py")):
+        module = module_name(path)
+        for imported in imports_of(path, module):
+            if imported.split(".")[0] != "hub":
+                continue
+            target = imported
+            while not is_module(target) and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if layer_of(target) not in BRIDGE_MAY_IMPORT and target != "hub":
+                found.setdefault(module, []).append(target)
+    assert len(list((HUB / "bridge").glob("*.py"))) >= 3
+    assert found == {}
 
 
 def test_the_check_catches_an_upward_import_and_a_server_library(tmp_path: Path) -> None:
