@@ -1,8 +1,8 @@
 """``SessionSink``: what the session layer gives the supervisor for each agent session.
 
-The supervisor holds one sink per agent session id (registered by ``new_session``,
-``resume_session`` and ``load_session``, dropped by ``close_session``/``delete_session`` or
-when the session is lost) and calls it from the agent's reader:
+The supervisor holds one sink per agent session id (registered by ``new_session``, dropped
+by ``close_session``/``delete_session`` or when the session is lost) and calls it from the
+agent's reader:
 
 * ``on_update`` receives every ``session/update`` of the session as an *internal v2* update
   object, in the agent's order. It is called synchronously from the reader and must not block

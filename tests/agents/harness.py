@@ -8,17 +8,18 @@ Permission requests are held until the test answers them (or answered at once by
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from hub.agents.agent import RestartPolicy
+from hub.agents.agent import Agent, RestartPolicy
 from hub.agents.process import ShutdownTimings
 from hub.agents.spec import AgentSpec, ProtocolChoice
 from hub.agents.supervisor import Supervisor
@@ -169,6 +170,42 @@ class RecordingSink:
     def on_extension(self, method: str, params: dict[str, Any]) -> None:
         self.extensions.append((method, params))
         self._poke()
+
+
+class _StderrLines(logging.Handler):
+    """Wakes a waiter whenever an agent's stderr line is logged (``hub.agents.stderr``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.changed = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+
+@contextmanager
+def _stderr_lines() -> Iterator[_StderrLines]:
+    logger = logging.getLogger("hub.agents.stderr")
+    handler, level = _StderrLines(), logger.level
+    logger.addHandler(handler)
+    if not logger.isEnabledFor(logging.INFO):
+        logger.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+async def wait_stderr(
+    agent: Agent, predicate: Callable[[str], bool], within: float = TIMEOUT
+) -> None:
+    """Wait until ``predicate(agent.stderr_tail())`` holds (each stderr line the agent
+    writes is logged: the log wakes the check)."""
+    with _stderr_lines() as lines, anyio.fail_after(within):
+        while not predicate(agent.stderr_tail()):
+            await lines.changed.wait()
 
 
 def live_members(pgid: int) -> list[int]:

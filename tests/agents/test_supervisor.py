@@ -1,4 +1,4 @@
-"""The supervisor against the scripted agent: sessions, prompts, permissions, config, replay."""
+"""The supervisor against the scripted agent: sessions, prompts, permissions, config."""
 
 from __future__ import annotations
 
@@ -147,94 +147,51 @@ async def test_config_options_and_modes(
         assert "current_mode_update" not in sink.variants()
 
 
-async def test_v2_list_resume_with_replay_close_delete(
-    supervised: Supervised, agent_home: Path
+@pytest.mark.parametrize("protocol", [1, 2])
+async def test_close_and_delete_drop_the_sink(
+    supervised: Supervised, agent_home: Path, protocol: ProtocolChoice
 ) -> None:
-    async with supervised(scripted_spec(agent_home, protocol=2)) as sup:
+    async with supervised(scripted_spec(agent_home, protocol=protocol)) as sup:
         agent = sup.get("scripted")
-        first = RecordingSink()
-        sid = (await agent.new_session(str(agent_home), [], first)).session_id
-        await agent.prompt(sid, text("say one two\ntool text\nplan"))
-        await first.wait_idle()
-        listed = await agent.list_sessions(cwd=str(agent_home))
-        assert [s["sessionId"] for s in listed["sessions"]] == [sid]
-        assert (await agent.list_sessions(cwd="/nowhere"))["sessions"] == []
-
-        second = RecordingSink()
-        result = await agent.resume_session(sid, str(agent_home), second, replay=True)
-        assert "configOptions" in result
-        # The whole history reached the new sink before resume returned.
-        replayed = second.variants()
-        assert "user_message" in replayed
-        assert "tool_call_update" in replayed
-        assert "plan_update" in replayed
-        assert second.text() == "one two"
-        # The new sink replaced the first one.
-        await agent.prompt(sid, text("say again"))
-        await second.wait_idle()
-        assert "again" in second.text()
-        assert "again" not in first.text()
-
-        await agent.close_session(sid)
-        with pytest.raises(AgentError) as gone:
-            await agent.prompt(sid, text("say hi"))
-        assert gone.value.code == RESOURCE_NOT_FOUND
-        await agent.delete_session(sid)
-        assert (await agent.list_sessions())["sessions"] == []
-
-
-async def test_v1_load_replays_translated_history(supervised: Supervised, agent_home: Path) -> None:
-    async with supervised(scripted_spec(agent_home, protocol=1)) as sup:
-        agent = sup.get("scripted")
-        assert agent.supports("load") is False  # unknown before the first start
-        first = RecordingSink()
-        sid = (await agent.new_session(str(agent_home), [], first)).session_id
-        assert agent.supports("load")
-        assert agent.supports("list")
-        await agent.prompt(sid, text("say hello there\nplan"))
-        await first.wait_idle()
-
-        second = RecordingSink()
-        result = await agent.load_session(sid, str(agent_home), second)
-        assert [o["configId"] for o in result["configOptions"]][:1] == ["mode"]
-        variants = second.variants()
-        assert "user_message_chunk" in variants  # the prompt, replayed by the agent
-        assert "plan_update" in variants
-        assert "plan" not in variants
-        assert all(
-            isinstance(u.get("messageId"), str)
-            for u in second.updates
-            if "chunk" in u["sessionUpdate"]
-        )
-        assert second.text() == "hello there"
-        # Without replay, a v1 agent with sessionCapabilities.resume gets session/resume.
-        third = RecordingSink()
-        await agent.resume_session(sid, str(agent_home), third)
-        assert third.updates == []
+        sink = RecordingSink()
+        closed = (await agent.new_session(str(agent_home), [], sink)).session_id
+        deleted = (await agent.new_session(str(agent_home), [], sink)).session_id
+        await agent.prompt(closed, text("say one"))
+        await sink.wait_idle()
+        await agent.close_session(closed)
+        await agent.delete_session(deleted)
+        for sid in (closed, deleted):
+            with pytest.raises(AgentError) as gone:
+                await agent.prompt(sid, text("say hi"))
+            assert gone.value.code == RESOURCE_NOT_FOUND
+            assert sid in str(gone.value.error.data)
 
 
 async def test_unsupported_operations_say_what_is_missing(
-    supervised: Supervised, agent_home: Path
+    supervised: Supervised, agent_home: Path, tmp_path: Path
 ) -> None:
-    v1 = scripted_spec(agent_home, "--no-list", "--no-load", "--no-resume", protocol=1)
+    # A v1 agent that can neither resume nor load: a restart loses its sessions, saying why.
+    state = tmp_path / "state"
+    state.mkdir()
+    v1 = scripted_spec(
+        agent_home, "--no-load", "--no-resume", "--state-dir", str(state), protocol=1
+    )
     v2 = scripted_spec(agent_home, name="v2", protocol=2)
     async with supervised(v1, v2) as sup:
         old, new = sup.get("scripted"), sup.get("v2")
         sink = RecordingSink()
         sid = (await old.new_session(str(agent_home), [], sink)).session_id
-        for call, needs in [
-            (old.list_sessions(), "sessionCapabilities.list"),
-            (old.load_session(sid, str(agent_home), RecordingSink()), "loadSession"),
-            (old.resume_session(sid, str(agent_home), RecordingSink()), "resume"),
-            (new.load_session(sid, str(agent_home), RecordingSink()), "removed in protocol v2"),
-        ]:
-            with pytest.raises(AgentError) as refused:
-                await call
-            assert refused.value.code == UNSUPPORTED
-            assert needs in refused.value.error.message
-        # A refused attach leaves no sink behind.
-        assert old.session_ids() == [sid]
-        assert new.session_ids() == []
+        await old.prompt(sid, text("crash"))  # v1: accepted as soon as it is written
+        await sink.wait_for(lambda: bool(sink.events))
+        await old.ensure_started()
+        assert sink.statuses() == ["exited", "lost"]
+        assert "loadSession or sessionCapabilities.resume" in sink.events[-1]["message"]
+        # v2 removed session/set_mode.
+        v2_sid = (await new.new_session(str(agent_home), [], RecordingSink())).session_id
+        with pytest.raises(AgentError) as refused:
+            await new.set_mode(v2_sid, "ask")
+        assert refused.value.code == UNSUPPORTED
+        assert "removed in protocol v2" in refused.value.error.message
 
 
 @pytest.mark.parametrize("protocol", [1, 2])

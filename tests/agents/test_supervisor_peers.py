@@ -10,7 +10,7 @@ import pytest
 
 from hub.agents.errors import AgentError
 from hub.agents.spec import AgentSpec, ProtocolChoice
-from hub.protocol.errors import INVALID_REQUEST, UNSUPPORTED
+from hub.protocol.errors import INVALID_REQUEST
 from tests.agents.harness import RecordingSink, Supervised, text
 from tests.peers.paths import py_example_agent, ts_agent_js, ts_dual_agent_js
 from tests.support import require_binary
@@ -93,8 +93,6 @@ async def test_dual_agent_v2(supervised: Supervised, agent_home: Path) -> None:
         sink = RecordingSink()
         sid = (await agent.new_session(str(agent_home), [], sink)).session_id
         assert agent.version == 2
-        assert agent.info is not None
-        assert agent.info["name"] == "dual-version-example"
         ack = await agent.prompt(sid, text("hello"))
         assert ack.message_id is not None
         idle = await sink.wait_idle()
@@ -103,22 +101,13 @@ async def test_dual_agent_v2(supervised: Supervised, agent_home: Path) -> None:
         assert sink.updates[0]["messageId"] == ack.message_id
         assert sink.text("agent_message_chunk") == "Hello from the v2 implementation."
 
-        listed = await agent.list_sessions()
-        assert [(s["sessionId"], s["cwd"]) for s in listed["sessions"]] == [(sid, str(agent_home))]
-
-        late = RecordingSink()
-        await agent.resume_session(sid, str(agent_home), late, replay=True)
-        assert late.variants() == ["user_message", "agent_message", "state_update"]
-        assert late.updates[0]["messageId"] == ack.message_id
-        assert late.states() == ["idle"]
-
         # A cancel mid-turn ends it `cancelled`; a second prompt while busy is refused.
         await agent.prompt(sid, text("again"))
         with pytest.raises(AgentError) as busy:
             await agent.prompt(sid, text("and again"))
         assert busy.value.code == INVALID_REQUEST
         await agent.cancel(sid)
-        idle = await late.wait_idle(2)
+        idle = await sink.wait_idle(2)
         assert idle["stopReason"] == "cancelled"
 
 
@@ -143,9 +132,6 @@ async def test_dual_agent_v1(supervised: Supervised, agent_home: Path) -> None:
         assert isinstance(chunk["messageId"], str)
         assert chunk["messageId"] != ack.message_id
         assert sink.text() == "Hello from the v1 implementation."
-        with pytest.raises(AgentError) as refused:
-            await agent.list_sessions()
-        assert refused.value.code == UNSUPPORTED
 
 
 async def test_python_sdk_example_agent(supervised: Supervised, agent_home: Path) -> None:
@@ -157,10 +143,7 @@ async def test_python_sdk_example_agent(supervised: Supervised, agent_home: Path
         sink = RecordingSink()
         sid = (await agent.new_session(str(agent_home), [], sink)).session_id
         assert agent.version == 1
-        assert agent.info is not None
-        assert agent.info["name"] == "example-agent"
         await agent.prompt(sid, text("ping"))
         idle = await sink.wait_idle()
         assert idle["stopReason"] == "end_turn"
         assert sink.text() == "Client sent:ping"
-        assert await agent.call_extension("_example/method", {"x": 1}) == {"example": "response"}

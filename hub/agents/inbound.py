@@ -1,0 +1,167 @@
+"""What an agent process sends the hub: notifications and requests, routed to the sinks.
+
+One ``Inbound`` per process, called by its connection's reader (``hub.agents.connection``):
+
+* ``session/update`` goes through the dialect (translated from v1, or checked) to the
+  session's sink, in the agent's order. Malformed updates of known variants are logged and
+  dropped; ``_hub_*`` variants are the hub's and never accepted from an agent; updates of a
+  session being re-attached with ``session/load`` are swallowed (the hub has the history).
+* ``session/request_permission`` and ``elicitation/create`` are awaited on the sink, each in
+  a task of its own; an answer the hub does not understand becomes ``cancelled``: nothing
+  unknown counts as approval. ``elicitation/complete`` goes to the sink that was asked.
+* ``_``-prefixed notifications naming a session go to its sink; others are logged.
+* ``fs/*`` and ``terminal/*`` (the hub offers neither) and other requests: ``-32601``.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import Any
+
+import anyio
+
+from hub.agents.connection import Connection
+from hub.agents.dialect import Dialect
+from hub.agents.errors import AgentError
+from hub.agents.sessions import SessionTable, call_sink
+from hub.protocol.errors import InvalidParams, method_not_found
+from hub.protocol.translate import permission_outcome_for_agent
+
+__all__ = ["Inbound"]
+
+logger = logging.getLogger("hub.agents")
+
+_CANCELLED = {"outcome": "cancelled"}
+
+
+class Inbound:
+    """Routes what one agent process sends (see the module docstring). ``dialect`` is set
+    once ``initialize`` succeeded; until then updates and permission requests are refused."""
+
+    def __init__(self, name: str, sessions: SessionTable) -> None:
+        self.name = name
+        self.sessions = sessions
+        self.dialect: Dialect | None = None
+        self.conn: Connection | None = None
+
+    def on_notification(self, method: str, params: dict[str, Any]) -> None:
+        """A notification of the agent (synchronous, in stream order)."""
+        if method == "session/update":
+            self._on_update(params)
+        elif method == "elicitation/complete":
+            eid = params.get("elicitationId")
+            entry = self.sessions.elicitation_session(eid)
+            if entry is None:
+                logger.info("= agent %s: elicitation/complete for unknown %r", self.name, eid)
+                return
+            call_sink(self.name, entry.sink.on_elicitation_complete, params)
+        elif method.startswith("_"):
+            entry = self.sessions.get(params.get("sessionId"))
+            if entry is None:
+                logger.info(
+                    "= agent %s: extension notification %s: %s",
+                    self.name,
+                    method,
+                    str(params)[:200],
+                )
+                return
+            call_sink(self.name, partial(entry.sink.on_extension, method), params)
+        else:
+            logger.info("= agent %s: notification %s ignored", self.name, method)
+
+    def _on_update(self, params: dict[str, Any]) -> None:
+        sid = params.get("sessionId")
+        entry = self.sessions.get(sid)
+        if entry is None or self.dialect is None:
+            logger.info("= agent %s: update for unknown session %r dropped", self.name, sid)
+            return
+        if entry.swallow:
+            return
+        update = params.get("update")
+        variant = update.get("sessionUpdate") if isinstance(update, dict) else None
+        if not isinstance(update, dict) or not isinstance(variant, str):
+            logger.warning(
+                "! agent %s: malformed session/update dropped: %r", self.name, str(params)[:200]
+            )
+            return
+        if variant.startswith("_hub"):
+            logger.warning(
+                "! agent %s: the hub's own %s update is not accepted from an agent",
+                self.name,
+                variant,
+            )
+            return
+        for item in self.dialect.updates(entry, update):
+            entry.deliver(item)
+
+    def on_request_seen(self, method: str, params: dict[str, Any]) -> None:
+        """A request of the agent, in stream order, before its task serves it."""
+        # In stream order: an `elicitation/complete` right behind its `elicitation/create`
+        # must find the binding even before the create's task has run.
+        if method == "elicitation/create":
+            self.sessions.bind_elicitation(params.get("elicitationId"), params.get("sessionId"))
+
+    async def on_request(self, method: str, params: dict[str, Any]) -> Any:
+        """Serve a request of the agent (in a task of its own); ``AgentError`` answers it
+        with that error."""
+        if method == "session/request_permission":
+            return await self._serve_permission(params)
+        if method == "elicitation/create":
+            return await self._serve_elicitation(params)
+        if method.startswith(("fs/", "terminal/")):
+            logger.warning(
+                "! agent %s asked for %s, which the hub does not offer", self.name, method
+            )
+        else:
+            logger.info("= agent %s: request %s not served", self.name, method)
+        raise AgentError(method_not_found(method))
+
+    async def _serve_permission(self, params: dict[str, Any]) -> dict[str, Any]:
+        sid = params.get("sessionId")
+        entry = self.sessions.get(sid)
+        if entry is None or self.dialect is None:
+            logger.warning(
+                "! agent %s: permission request for unknown session %r: cancelled", self.name, sid
+            )
+            return {"outcome": dict(_CANCELLED)}
+        request = self.dialect.permission_request(params)
+        options = request["options"]
+        translator = self.dialect.turn_translator(entry)
+        if translator is not None:
+            for update in translator.permission_pending():
+                entry.deliver(update)
+        scope = anyio.CancelScope()
+        entry.permissions.add(scope)
+        answer: Any = _CANCELLED
+        try:
+            with scope:
+                answer = await entry.sink.on_permission(request)
+        finally:
+            entry.permissions.discard(scope)
+            if translator is not None and self.conn is not None and not self.conn.closed:
+                for update in translator.permission_answered():
+                    entry.deliver(update)
+        if scope.cancelled_caught:
+            answer = _CANCELLED
+        try:
+            outcome = permission_outcome_for_agent(answer, options)
+        except InvalidParams as exc:
+            logger.warning(
+                "! agent %s: permission answer %r refused (%s): cancelled", self.name, answer, exc
+            )
+            outcome = dict(_CANCELLED)
+        return {"outcome": outcome}
+
+    async def _serve_elicitation(self, params: dict[str, Any]) -> dict[str, Any]:
+        entry = self.sessions.get(params.get("sessionId"))
+        if entry is None:
+            logger.warning(
+                "! agent %s: elicitation without an attached session: cancelled", self.name
+            )
+            return {"action": "cancel"}
+        result = await entry.sink.on_elicitation(dict(params))
+        if not isinstance(result, dict) or not isinstance(result.get("action"), str):
+            logger.warning("! agent %s: elicitation answer %r refused: cancel", self.name, result)
+            return {"action": "cancel"}
+        return result
