@@ -159,6 +159,11 @@ class Agent:
         return self._lifecycle.state
 
     @property
+    def running(self) -> bool:
+        """Whether a process is up, initialized and serving (state ``RUNNING``)."""
+        return self.state is AgentState.RUNNING
+
+    @property
     def version(self) -> int | None:
         """The protocol version spoken to the current (or last) process."""
         return self._dialect.version if self._dialect is not None else None
