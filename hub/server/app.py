@@ -87,7 +87,7 @@ class HubApp:
             ) as supervisor,
         ):
             self.supervisor = supervisor
-            registry = SessionRegistry(self.settings, supervisor)
+            registry = SessionRegistry(self.settings, supervisor, metrics=self.metrics.sessions)
             async with registry.running():
                 self.registry = registry
                 try:
@@ -130,7 +130,7 @@ class HubApp:
     async def _serve(self, websocket: WebSocket, conn: ClientConnection, scope: Scope) -> None:
         await websocket.accept(headers=[(b"acp-connection-id", conn.connection_id.encode())])
         log.info("= %s: connected from %s", conn.connection_id, _peer(scope))
-        self.metrics.connections_opened.labels("websocket").inc()
+        self.metrics.connections_opened.labels(conn.transport).inc()
         client_code: list[int] = []
 
         async def receive_text() -> str | None:

@@ -83,8 +83,11 @@ class ClientConnection:
         role: Role,
         principal: str = "local",
         connection_id: str | None = None,
+        transport: str = "websocket",
     ) -> None:
         self.registry = registry
+        self.transport = transport
+        """The transport the client came over (the ``transport`` label of the metrics)."""
         self.settings = settings
         self.connection_id = connection_id or f"c-{secrets.token_hex(8)}"
         self.principal = principal

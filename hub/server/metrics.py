@@ -140,8 +140,7 @@ class _StateCollector(Collector):
         queued = largest = 0
         for conn in list(hub.connections):
             version = str(conn.version) if conn.version else "none"
-            # WebSocket is the one transport of /acp that keeps a connection in the hub.
-            tally[("websocket", version, conn.role)] += 1
+            tally[(conn.transport, version, conn.role)] += 1
             size = conn.outbox.queued_bytes
             queued += size
             largest = max(largest, size)

@@ -18,7 +18,8 @@ here at all: ``hub.server.metrics`` reads it from the sessions at scrape time.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily
@@ -31,9 +32,10 @@ PERMISSION_OUTCOMES = ("selected", "cancelled", "timed_out")
 cancelled, agent gone, nobody left to answer), or nobody answered in time."""
 
 CATCH_UP_KINDS = ("replay", "resume", "reset")
-"""What a joining client is sent: the compacted state (``replay``), the retained events after
-its cursor (``resume``), or a ``_hub_reset`` and the compacted state (``reset``: the cursor
-could not be served)."""
+"""What an attaching client is sent: the compacted state (``replay``), the retained events after
+its cursor (``resume``; the creator of a session gets the events emitted while it was created
+this way, from seq 0), or a ``_hub_reset`` and the compacted state (``reset``: the cursor could
+not be served)."""
 
 # Durations from tens of milliseconds (a quick answer, a small replay) to an hour (a long
 # turn, a permission left open); both ends matter for an alert.
@@ -44,9 +46,11 @@ _LONG = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
 class SessionMetrics(Collector):
     """The sessions' counters and histograms; see the module docstring."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        """Counters registered in ``registry``; with ``None``, counted but never exported (a
+        session built on its own, in a test)."""
         self.updates_in = 0
-        """Updates from agents that were folded and logged (malformed ones are not counted)."""
+        """Session updates received from agents."""
         self.deliveries = 0
         """Live frames handed to clients' outboxes by the fan-out (one per client per frame)."""
         self.delivered_bytes = 0
@@ -91,7 +95,21 @@ class SessionMetrics(Collector):
             # Every series exists from the start, so that rate() sees the first event.
             self.permission_outcomes.labels(outcome)
             self.permission_answer_seconds.labels(outcome)
-        registry.register(self)
+        if registry is not None:
+            registry.register(self)
+
+    def catch_up(self, kind: str, frames: Iterable[bytes]) -> Iterator[bytes]:
+        """``frames`` (a client's catch-up, consumed lazily by its outbox), timed and counted
+        under ``kind`` (one of ``CATCH_UP_KINDS``) once the last one was taken: from the
+        attach to the transport taking the last frame. A catch-up the client left before its
+        end is not observed."""
+        start = time.monotonic()
+        sent = 0
+        for frame in frames:
+            sent += len(frame)
+            yield frame
+        self.catch_up_seconds.labels(kind).observe(time.monotonic() - start)
+        self.catch_up_bytes.labels(kind).inc(sent)
 
     def permission_resolved(self, outcome: str, seconds: float) -> None:
         """One permission request ended with ``outcome`` (one of ``PERMISSION_OUTCOMES``)
@@ -107,7 +125,7 @@ class SessionMetrics(Collector):
         """The fan-out's plain counters, as read at scrape time."""
         yield CounterMetricFamily(
             "acp_hub_updates_in",
-            "Session updates received from agents (folded and logged).",
+            "Session updates received from agents.",
             value=self.updates_in,
         )
         yield CounterMetricFamily(

@@ -20,6 +20,7 @@ change, a late joiner) get a copy of what is pending.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from hub.protocol.errors import (
 from hub.protocol.translate import permission_outcome_for_agent, permission_request_v2_to_v1
 from hub.sessions import arbiter
 from hub.sessions.client import ClientHandle
+from hub.sessions.metrics import PERMISSION_OUTCOMES
 
 if TYPE_CHECKING:
     from hub.sessions.session import Attachment, Session
@@ -55,6 +57,8 @@ class PendingPermission:
     done: anyio.Event = field(default_factory=anyio.Event)
     outcome: dict[str, Any] | None = None
     resolved_by: ClientHandle | None = None
+    received: float = field(default_factory=time.monotonic)
+    """When the request reached the hub (``time.monotonic``), for the metrics."""
 
 
 class Permissions:
@@ -255,6 +259,12 @@ class Permissions:
         pending.outcome = outcome if outcome is not None else {"outcome": "cancelled"}
         pending.resolved_by = by
         pending.done.set()
+        # `selected`, or how it ended without a choice (a client may answer `cancelled`).
+        answer = pending.outcome.get("outcome") if status == "resolved" else status
+        session.metrics.permission_resolved(
+            answer if answer in PERMISSION_OUTCOMES else "cancelled",
+            time.monotonic() - pending.received,
+        )
         self.pending.pop(pending.permission_id, None)
         for client_id, request_id in list(pending.copies.items()):
             attachment = session.attached.get(client_id)

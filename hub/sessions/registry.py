@@ -20,6 +20,7 @@ from hub.agents.errors import AgentError
 from hub.protocol.errors import invalid_params, resource_not_found
 from hub.sessions.client import ClientHandle
 from hub.sessions.errors import SessionFailure
+from hub.sessions.metrics import SessionMetrics
 from hub.sessions.session import Session
 from hub.settings import Settings
 
@@ -32,9 +33,13 @@ log = logging.getLogger("hub.sessions")
 class SessionRegistry:
     """Every live session of this hub; background work runs in its task group."""
 
-    def __init__(self, settings: Settings, supervisor: Supervisor) -> None:
+    def __init__(
+        self, settings: Settings, supervisor: Supervisor, *, metrics: SessionMetrics | None = None
+    ) -> None:
         self.settings = settings
         self.supervisor = supervisor
+        self.metrics = metrics if metrics is not None else SessionMetrics()
+        """Shared by every session of the registry (the hub's ``/metrics``)."""
         self.sessions: dict[str, Session] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self.listeners: list[Callable[[Session], None]] = []
@@ -98,6 +103,7 @@ class SessionRegistry:
             settings=self.settings,
             on_change=self._notify,
             spawn=self.spawn,
+            metrics=self.metrics,
         )
         try:
             result = await agent.new_session(cwd, mcp_servers, session)

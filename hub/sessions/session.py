@@ -54,6 +54,7 @@ from hub.sessions.elicitation import Elicitations
 from hub.sessions.errors import SessionFailure
 from hub.sessions.lease import Lease
 from hub.sessions.log import Event, EventLog
+from hub.sessions.metrics import SessionMetrics
 from hub.sessions.permissions import Permissions
 from hub.sessions.presence import Presence
 from hub.sessions.turns import USER_MESSAGE_VARIANTS, Turns, now_iso
@@ -118,6 +119,7 @@ class Session:
         settings: Settings,
         on_change: Callable[[Session], None] | None = None,
         spawn: Spawner | None = None,
+        metrics: SessionMetrics | None = None,
     ) -> None:
         self.id = session_id
         self.agent = agent
@@ -138,6 +140,8 @@ class Session:
         self.permission_policy: PermissionPolicy = settings.permission_policy
         self.closed = False
         self.lost = False
+        self.metrics = metrics if metrics is not None else SessionMetrics()
+        """Where the session counts and times what it does (the hub's ``/metrics``)."""
         self._counter = 0
         self._on_change = on_change
         self._spawn = spawn
@@ -223,12 +227,22 @@ class Session:
             seq, message_id if isinstance(message_id, str) else None, v2, v1, v1_hub, origin
         )
         # Snapshots: a push that closes a client detaches it, which replaces them.
-        for push in self._v2_pushes:
+        v2_pushes = self._v2_pushes
+        for push in v2_pushes:
             push(v2)
+        # Counted once per event, not per client (hub.sessions.metrics).
+        deliveries = len(v2_pushes)
+        delivered = deliveries * len(v2)
         for attachment in self._v1_attached:
             if origin != attachment.client_id:  # `Event.for_v1`, inlined for the hot path
-                for frame in v1_hub if attachment.hub_events else v1:
+                frames = v1_hub if attachment.hub_events else v1
+                for frame in frames:
                     attachment.push(frame)
+                    delivered += len(frame)
+                deliveries += len(frames)
+        metrics = self.metrics
+        metrics.deliveries += deliveries
+        metrics.delivered_bytes += delivered
         return seq
 
     # -- attaching ---------------------------------------------------------------------------
@@ -257,13 +271,14 @@ class Session:
         and then call ``announce``.
         """
         replay_frames: Iterable[bytes]
+        kind = "replay"  # what the catch-up is, for the metrics
         if replay == "after" and after is not None:
             epoch, seq = after
             events = self.log.after(seq) if epoch == self.log.epoch else None
             if events is None:
-                replay_frames = self._reset_frames(client, epoch, seq)
+                kind, replay_frames = "reset", self._reset_frames(client, epoch, seq)
             else:
-                replay_frames = self._event_frames(client, events)
+                kind, replay_frames = "resume", self._event_frames(client, events)
         elif replay in ("start", "after"):
             replay_frames = self._replay_frames(client, compact(self.state))
         elif replay == "pending_only":
@@ -272,12 +287,14 @@ class Session:
             last = self.log.last_of_message(message_id)
             events = None if last is None else self.log.after(last)
             if events is None:
-                replay_frames = self._reset_frames(client, self.log.epoch, 0)
+                kind, replay_frames = "reset", self._reset_frames(client, self.log.epoch, 0)
             else:
-                replay_frames = self._event_frames(client, events)
+                kind, replay_frames = "resume", self._event_frames(client, events)
         else:
             replay_frames = []
         cursor = self.cursor
+        if replay is not None:
+            replay_frames = self.metrics.catch_up(kind, replay_frames)
         client.outbox.push_pages(replay_frames)
         effective = arbiter.capped(role, client.role)
         previous = self.attached.get(client.client_id)
@@ -408,6 +425,7 @@ class Session:
     # -- the agent's side (SessionSink) ------------------------------------------------------
 
     def on_update(self, update: dict[str, Any]) -> None:
+        self.metrics.updates_in += 1
         if self.turns.on_user_message(update):
             return
         self.emit(update)

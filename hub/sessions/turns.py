@@ -81,6 +81,8 @@ class Turn:
     """The id of the user message this turn's prompt became (from the agent's answer or its
     first user message)."""
     id_known: anyio.Event = field(default_factory=anyio.Event)
+    started: float = field(default_factory=time.monotonic)
+    """When the hub took the prompt to the agent (``time.monotonic``), for the metrics."""
 
 
 class Turns:
@@ -222,6 +224,7 @@ class Turns:
         turn.ended.set()
         turn.id_known.set()  # nobody waits for an id that will not come
         self.current = None
+        session.metrics.turn_seconds.observe(time.monotonic() - turn.started)
         session.permissions.cancel_all()
         if turn.client is not None and session.lease.held_by(turn.client.client_id):
             session.lease.touch()  # inactivity counts from the end of the holder's turn

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import anyio
 import pytest
@@ -13,8 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hub.server.app import create_app
 from hub.server.metrics import close_code_label
+from hub.sessions.session import Session
 from hub.settings import Settings
-from tests.server.harness import HubHandle, acp_client, running_hub, scripted_agent
+from tests.server.harness import AcpClient, HubHandle, acp_client, running_hub, scripted_agent
 
 pytestmark = pytest.mark.anyio
 
@@ -108,6 +109,81 @@ async def test_connections_and_closes_are_counted() -> None:
         labels = {"transport": "websocket", "protocol_version": "2", "role": "owner"}
         assert value(after, "acp_hub_connections", **labels) == 0
         assert value(after, "process_resident_memory_bytes") > 0
+
+
+async def caught_up(session: Session, *clients: AcpClient) -> None:
+    """Wait until every client received every event of ``session`` (nothing left coalescing)."""
+    for client in clients:
+        await client.wait_for(_has_all(session, client))
+
+
+def _has_all(session: Session, client: AcpClient) -> Callable[[], bool]:
+    return lambda: session.settled and client.last_seq(session.id) == session.cursor["seq"]
+
+
+def live_frames(client: AcpClient, sid: str, after: int) -> int:
+    """The live ``session/update`` frames ``client`` received with a seq above ``after``."""
+    return sum(1 for seq in client.seqs(sid) if seq > after)
+
+
+async def test_counters_move_as_a_scripted_session_runs() -> None:
+    async with (
+        running_hub([scripted_agent()], Settings(metrics_token=TOKEN)) as hub,
+        acp_client(hub.url) as owner,
+        acp_client(hub.url, 1, events=True) as v1,
+    ):
+        sid = await owner.new_session()
+        assert hub.app.registry is not None
+        session = hub.app.registry.get(sid)
+        await v1.call("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+        await caught_up(session, owner, v1)
+        before = await scrape(hub)
+        start = session.cursor["seq"]
+        # The load's catch-up was timed once the transport took its last frame, before the
+        # load's answer went out.
+        assert value(before, "acp_hub_catch_up_duration_seconds_count", kind="replay") == 1
+        assert value(before, "acp_hub_catch_up_bytes_total", kind="replay") > 0
+
+        await owner.prompt(sid, "say hello\npermission\nsay done")
+        await owner.wait_for(lambda: bool(owner.requests))
+        request = owner.requests[-1]
+        assert request["method"] == "session/request_permission"
+        await owner.answer(request["id"], {"outcome": {"outcome": "selected", "optionId": "allow"}})
+        await owner.wait_for(lambda: owner.idle_count(sid) == 1)
+        await caught_up(session, owner, v1)
+        after = await scrape(hub)
+
+        def delta(name: str, **labels: str) -> float:
+            return value(after, name, **labels) - value(before, name, **labels)
+
+        # Every live frame either client received was counted once, and nothing else.
+        delivered = live_frames(owner, sid, start) + live_frames(v1, sid, start)
+        assert delivered > 10
+        assert delta("acp_hub_deliveries_total") == delivered
+        assert delta("acp_hub_delivered_bytes_total") > 100 * delivered
+        assert 0 < delta("acp_hub_updates_in_total") < live_frames(owner, sid, start)
+        assert delta("acp_hub_permission_outcomes_total", outcome="selected") == 1
+        assert delta("acp_hub_permission_outcomes_total", outcome="cancelled") == 0
+        assert delta("acp_hub_permission_answer_seconds_count", outcome="selected") == 1
+        assert delta("acp_hub_turn_duration_seconds_count") == 1
+        assert delta("acp_hub_turn_duration_seconds_sum") > 0
+        labels = {"transport": "websocket", "protocol_version": "1", "role": "owner"}
+        assert value(after, "acp_hub_connections", **labels) == 1
+
+        # A client that comes back with its cursor is a resume (so is the creator's catch-up
+        # of what the session emitted while it was created, from seq 0).
+        assert value(after, "acp_hub_catch_up_duration_seconds_count", kind="resume") == 1
+        cursor = session.cursor
+        await owner.prompt(sid, "say again")
+        await owner.wait_for(lambda: owner.idle_count(sid) == 2)
+        async with acp_client(hub.url) as again:
+            await again.call(
+                "session/resume",
+                {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "_hub_after", **cursor}},
+            )
+            resumed = await scrape(hub)
+        assert value(resumed, "acp_hub_catch_up_duration_seconds_count", kind="resume") == 2
+        assert value(resumed, "acp_hub_catch_up_duration_seconds_count", kind="reset") == 0
 
 
 def test_two_hubs_in_one_process_have_their_own_series() -> None:
