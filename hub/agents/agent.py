@@ -164,6 +164,11 @@ class Agent:
         return self.state is AgentState.RUNNING
 
     @property
+    def restarts(self) -> int:
+        """Processes started after the first one (after an exit, a crash or a restart)."""
+        return max(0, self._lifecycle.spawns - 1)
+
+    @property
     def version(self) -> int | None:
         """The protocol version spoken to the current (or last) process."""
         return self._dialect.version if self._dialect is not None else None

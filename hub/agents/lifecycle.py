@@ -94,6 +94,8 @@ class Lifecycle:
         self.state = AgentState.IDLE
         self.reason = ""
         """Why the current (or last) incarnation ended or is stopping."""
+        self.spawns = 0
+        """How many incarnations were started (``spawn`` transitions)."""
         self._changed = anyio.Event()
 
     def fire(self, trigger: Trigger, reason: str = "") -> AgentState:
@@ -110,6 +112,7 @@ class Lifecycle:
             self.reason = reason
         elif trigger is Trigger.SPAWN:
             self.reason = ""
+            self.spawns += 1
         if target is not self.state:
             self.state = target
             self._changed.set()

@@ -24,8 +24,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, ProcessCollector
-from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -114,10 +115,10 @@ class _StateCollector(Collector):
     def __init__(self, hub: HubApp) -> None:
         self.hub = hub
 
-    def describe(self) -> Iterator[GaugeMetricFamily | InfoMetricFamily]:
+    def describe(self) -> Iterator[Metric]:
         return self.collect()
 
-    def collect(self) -> Iterator[GaugeMetricFamily | InfoMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         hub = self.hub
         yield InfoMetricFamily("acp_hub_build", "The hub's version.", {"version": __version__})
 
@@ -187,8 +188,17 @@ class _StateCollector(Collector):
             "1 while the agent's process is up and initialized, else 0.",
             labels=["agent"],
         )
+        restarts = CounterMetricFamily(
+            "acp_hub_agent_restarts",
+            "Agent processes started after the first one (after an exit, a crash or a "
+            "restart), by agent.",
+            labels=["agent"],
+        )
         supervisor = hub.supervisor
         if supervisor is not None:
             for name in supervisor.names():
-                up.add_metric([name], 1 if supervisor.get(name).running else 0)
+                agent = supervisor.get(name)
+                up.add_metric([name], 1 if agent.running else 0)
+                restarts.add_metric([name], agent.restarts)
         yield up
+        yield restarts

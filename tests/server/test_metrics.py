@@ -15,7 +15,14 @@ from hub.server.app import create_app
 from hub.server.metrics import close_code_label
 from hub.sessions.session import Session
 from hub.settings import Settings
-from tests.server.harness import AcpClient, HubHandle, acp_client, running_hub, scripted_agent
+from tests.server.harness import (
+    AcpClient,
+    HubHandle,
+    RpcFailure,
+    acp_client,
+    running_hub,
+    scripted_agent,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -184,6 +191,34 @@ async def test_counters_move_as_a_scripted_session_runs() -> None:
             resumed = await scrape(hub)
         assert value(resumed, "acp_hub_catch_up_duration_seconds_count", kind="resume") == 2
         assert value(resumed, "acp_hub_catch_up_duration_seconds_count", kind="reset") == 0
+
+
+def _agent_status(client: AcpClient, sid: str, status: str) -> Callable[[], bool]:
+    return lambda: any(
+        p["update"].get("sessionUpdate") == "_hub_agent" and p["update"].get("status") == status
+        for p in client.session_updates(sid)
+    )
+
+
+async def test_an_agent_restart_and_a_lost_session_are_counted() -> None:
+    async with (
+        running_hub([scripted_agent()], Settings(metrics_token=TOKEN)) as hub,
+        acp_client(hub.url) as client,
+    ):
+        sid = await client.new_session()
+        before = await scrape(hub)
+        assert value(before, "acp_hub_agent_restarts_total", agent="scripted") == 0
+        await client.prompt(sid, "crash")
+        await client.wait_for(_agent_status(client, sid, "exited"))
+        # The next operation starts a new process, which cannot resume the session.
+        with pytest.raises(RpcFailure):
+            await client.prompt(sid, "say after the crash")
+        await client.wait_for(_agent_status(client, sid, "lost"))
+        after = await scrape(hub)
+        assert value(after, "acp_hub_agent_restarts_total", agent="scripted") == 1
+        assert value(after, "acp_hub_agent_up", agent="scripted") == 1
+        assert value(after, "acp_hub_sessions", state="lost") == 1
+        assert value(after, "acp_hub_sessions", state="idle") == 0
 
 
 def test_two_hubs_in_one_process_have_their_own_series() -> None:
