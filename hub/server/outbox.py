@@ -47,6 +47,9 @@ class Outbox:
         self._writer = writer
         self._limit = limit
         self._name = name
+        # Outbox lines are logged from the fan-out's and the server's tasks, outside the
+        # client's own: they name it explicitly (hub.server.logs).
+        self._about = {"connection": name}
         # Frames, and lazy sources of frames (a replay being built), with whether they count
         # against the bound.
         self._queue: deque[tuple[bytes | Iterator[bytes], bool]] = deque()
@@ -89,6 +92,7 @@ class Outbox:
                     self._name,
                     self._queued_bytes,
                     self._limit,
+                    extra=self._about,
                 )
                 self.close(SLOW_CONSUMER, "slow consumer: resume with your cursor")
                 return False
@@ -132,10 +136,11 @@ class Outbox:
                 "! %s: slow consumer, no answer to a ping and %d bytes not read: closing with 1013",
                 self._name,
                 behind,
+                extra=self._about,
             )
             self.close(SLOW_CONSUMER, "slow consumer: resume with your cursor")
         else:
-            log.info("! %s: no answer to a ping: closing with 1011", self._name)
+            log.info("! %s: no answer to a ping: closing with 1011", self._name, extra=self._about)
             self.close(KEEPALIVE_TIMEOUT, "keepalive ping timeout")
 
     def finish(self) -> None:
@@ -169,7 +174,9 @@ class Outbox:
                     try:
                         await self._writer.send(frame)
                     except PeerGone as exc:
-                        log.info("= %s: gone while sending (%s)", self._name, exc)
+                        log.info(
+                            "= %s: gone while sending (%s)", self._name, exc, extra=self._about
+                        )
                         self._queue.clear()
                         self._queued_bytes = 0
                         self._done = True

@@ -64,7 +64,12 @@ class Lease:
         left = self.expires - time.monotonic()
         if left > 0:
             return left
-        log.info("= %s: the lease of %s expired", self._session.id, holder.client_id)
+        log.info(
+            "= %s: the lease of %s expired",
+            self._session.id,
+            holder.client_id,
+            extra={"connection": holder.client_id},
+        )
         self._set(None, reason="expired")
         return None
 

@@ -7,9 +7,11 @@ which the outbox takes frames from a lazy source can be observed exactly.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 
 import anyio
+import pytest
 
 from hub.server.outbox import Outbox
 
@@ -118,3 +120,16 @@ async def test_a_blocked_transport_stops_the_building_of_pages() -> None:
         outbox.close(1013, "slow")
     assert built == list(range(100))
     assert writer.frames[-1] == b"close 1013"
+
+
+async def test_a_slow_consumer_line_names_its_client(caplog: pytest.LogCaptureFixture) -> None:
+    # The fan-out that overfills an outbox runs in the agent's task, not the client's: the
+    # line must name the client itself (hub.server.logs), for the JSON log's `connection`.
+    recorder = Recorder()
+    recorder.open = False
+    outbox = Outbox(recorder, 10, name="c-slow")
+    with caplog.at_level(logging.WARNING, logger="hub.server"):
+        assert outbox.push(b"x" * 20) is False
+    (record,) = [r for r in caplog.records if "slow consumer" in r.getMessage()]
+    assert record.connection == "c-slow"  # type: ignore[attr-defined]
+    assert recorder.frames == [b"close 1013"]
