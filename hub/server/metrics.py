@@ -202,3 +202,27 @@ class _StateCollector(Collector):
                 restarts.add_metric([name], agent.restarts)
         yield up
         yield restarts
+
+        store = hub.store
+        store_up = GaugeMetricFamily(
+            "acp_hub_store_up",
+            "1 while the store takes writes, 0 while its backend is unreachable (writes are "
+            "kept and retried).",
+            labels=["kind"],
+        )
+        store_up.add_metric([store.kind], 1 if store.healthy else 0)
+        backlog = GaugeMetricFamily(
+            "acp_hub_store_backlog_events",
+            "Events appended to session logs and not yet written by the store.",
+            labels=["kind"],
+        )
+        backlog.add_metric([store.kind], store.backlog)
+        failures = CounterMetricFamily(
+            "acp_hub_store_write_failures",
+            "Store write attempts that failed (each is retried; nothing is dropped).",
+            labels=["kind"],
+        )
+        failures.add_metric([store.kind], store.write_failures)
+        yield store_up
+        yield backlog
+        yield failures

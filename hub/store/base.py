@@ -131,6 +131,15 @@ class Store(Protocol):
         """Whether writes are going through (``False`` while the backend is unreachable)."""
         ...
 
+    @property
+    def backlog(self) -> int:
+        """Events appended and not yet written (0 for a store that writes nothing)."""
+        ...
+
+    write_failures: int
+    """Write attempts that failed (each is retried, nothing is dropped): the metrics'
+    ``acp_hub_store_write_failures_total``."""
+
     def open_log(self, session_id: str, *, max_events: int, max_bytes: int) -> EventLog:
         """A new, empty log for the new session ``session_id`` (a fresh epoch)."""
         ...

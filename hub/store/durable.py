@@ -153,6 +153,7 @@ class DurableStore(ABC):
         self._done = 0
         self._healthy = True
         self._running = False
+        self.write_failures = 0
 
     # -- the backend -------------------------------------------------------------------------
 
@@ -342,6 +343,7 @@ class DurableStore(ABC):
                     fenced = await self._write(items) if items else []
                 except Exception as exc:
                     # Unreachable or failing: keep the batch and try again; nothing is dropped.
+                    self.write_failures += 1
                     if self._healthy:
                         log.warning(
                             "! %s store: writing %d event(s) failed, retrying: %s",

@@ -20,6 +20,7 @@ class MemoryStore:
 
     kind = "memory"
     durable = False
+    write_failures = 0
 
     def __init__(self) -> None:
         self._records: dict[str, SessionRecord] = {}
@@ -33,6 +34,10 @@ class MemoryStore:
     @property
     def healthy(self) -> bool:
         return True
+
+    @property
+    def backlog(self) -> int:
+        return 0
 
     def open_log(self, session_id: str, *, max_events: int, max_bytes: int) -> EventLog:
         log = EventLog(max_events=max_events, max_bytes=max_bytes)

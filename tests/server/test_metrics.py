@@ -15,6 +15,7 @@ from hub.server.app import create_app
 from hub.server.metrics import close_code_label
 from hub.sessions.session import Session
 from hub.settings import Settings
+from tests.redis_server import RedisServer
 from tests.server.harness import (
     AcpClient,
     HubHandle,
@@ -23,6 +24,7 @@ from tests.server.harness import (
     running_hub,
     scripted_agent,
 )
+from tests.store.test_contract import BOUNDS, Writer
 
 pytestmark = pytest.mark.anyio
 
@@ -219,6 +221,39 @@ async def test_an_agent_restart_and_a_lost_session_are_counted() -> None:
         assert value(after, "acp_hub_agent_up", agent="scripted") == 1
         assert value(after, "acp_hub_sessions", state="lost") == 1
         assert value(after, "acp_hub_sessions", state="idle") == 0
+
+
+async def test_an_unreachable_store_shows_in_metrics_and_readiness(
+    redis_server: RedisServer,
+) -> None:
+    settings = Settings(metrics_token=TOKEN, store=redis_server.url)
+    async with running_hub([scripted_agent()], settings) as hub:
+        store = hub.app.store
+        writer = Writer("s-metrics", store.open_log("s-metrics", **BOUNDS))
+        writer.many(3)
+        await store.flush()
+        ok = await scrape(hub)
+        assert value(ok, "acp_hub_store_up", kind="redis") == 1
+        assert value(ok, "acp_hub_store_write_failures_total", kind="redis") == 0
+        await anyio.to_thread.run_sync(redis_server.stop)
+        writer.many(3)
+        with anyio.fail_after(30):
+            while store.healthy:  # noqa: ASYNC110 - the writer's failure is the event awaited
+                await anyio.sleep(0.02)
+        writer.many(3)  # waits behind the batch being retried
+        down = await scrape(hub)
+        assert value(down, "acp_hub_store_up", kind="redis") == 0
+        assert value(down, "acp_hub_store_write_failures_total", kind="redis") >= 1
+        assert value(down, "acp_hub_store_backlog_events", kind="redis") >= 3
+        status, _, body = await anyio.to_thread.run_sync(_get, hub.http + "/readyz", {})
+        assert status == 503
+        assert '"store":false' in body
+        await anyio.to_thread.run_sync(redis_server.start)
+        with anyio.fail_after(30):
+            await store.flush()
+        back = await scrape(hub)
+        assert value(back, "acp_hub_store_up", kind="redis") == 1
+        assert value(back, "acp_hub_store_backlog_events", kind="redis") == 0
 
 
 def test_two_hubs_in_one_process_have_their_own_series() -> None:
