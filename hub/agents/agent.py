@@ -455,6 +455,35 @@ class Agent:
             raise
         return NewSessionResult(entry.session_id, options)
 
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        sink: SessionSink,
+        *,
+        mcp_servers: Sequence[dict[str, Any]] = (),
+    ) -> dict[str, Any]:
+        """Attach ``sink`` to the agent's existing session ``session_id``, without its history
+        (a hub restarted on a durable store has it): ``session/resume``, or for a v1 agent
+        without it ``session/load`` with the replay swallowed, as after a crash. Returns the
+        v2-shaped result (``configOptions`` when the agent sent some); ``AgentError`` when the
+        agent cannot take the session back (the caller marks it lost)."""
+        dialect = await self._ready()
+        entry = AgentSession(
+            self.name,
+            session_id,
+            sink,
+            cwd,
+            [dict(s) for s in mcp_servers],
+            translator=dialect.new_translator(),
+        )
+        previous = self._sessions.register(entry)
+        try:
+            return await dialect.reattach(entry)
+        except BaseException:
+            self._sessions.restore(entry, previous)
+            raise
+
     async def close_session(self, session_id: str) -> None:
         """``session/close``; the sink is dropped."""
         dialect = await self._ready()

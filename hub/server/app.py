@@ -87,7 +87,9 @@ class HubApp:
             ) as supervisor,
         ):
             self.supervisor = supervisor
-            registry = SessionRegistry(self.settings, supervisor, metrics=self.metrics.sessions)
+            registry = SessionRegistry(
+                self.settings, supervisor, self.store, metrics=self.metrics.sessions
+            )
             async with registry.running():
                 self.registry = registry
                 try:

@@ -18,13 +18,17 @@ import anyio.abc
 
 from hub.agents.errors import AgentError
 from hub.protocol.errors import invalid_params, resource_not_found
+from hub.sessions import restore
 from hub.sessions.client import ClientHandle
 from hub.sessions.errors import SessionFailure
 from hub.sessions.metrics import SessionMetrics
 from hub.sessions.session import Session
 from hub.settings import Settings
+from hub.store import Store, StoreError
+from hub.store.memory import MemoryStore
 
 if TYPE_CHECKING:
+    from hub.agents.agent import Agent
     from hub.agents.supervisor import Supervisor
 
 log = logging.getLogger("hub.sessions")
@@ -34,26 +38,119 @@ class SessionRegistry:
     """Every live session of this hub; background work runs in its task group."""
 
     def __init__(
-        self, settings: Settings, supervisor: Supervisor, *, metrics: SessionMetrics | None = None
+        self,
+        settings: Settings,
+        supervisor: Supervisor,
+        store: Store | None = None,
+        *,
+        metrics: SessionMetrics | None = None,
     ) -> None:
         self.settings = settings
         self.supervisor = supervisor
         self.metrics = metrics if metrics is not None else SessionMetrics()
         """Shared by every session of the registry (the hub's ``/metrics``)."""
+        self.store: Store = store if store is not None else MemoryStore()
         self.sessions: dict[str, Session] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self.listeners: list[Callable[[Session], None]] = []
+        self._saving: set[str] = set()
+        self._save_again: set[str] = set()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[SessionRegistry]:
-        """Run the registry's task group for the duration of the block."""
+        """Run the registry's task group for the duration of the block; with a durable store,
+        bring its sessions back first and leave each with a snapshot at the end."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
             try:
+                if self.store.durable:
+                    await self._restore_all()
                 yield self
             finally:
+                for session in self.sessions.values():
+                    session.snapshot()
                 self._tg = None
                 tg.cancel_scope.cancel()
+
+    async def _restore_all(self) -> None:
+        """Every session of the store's directory, rebuilt (``hub.sessions.restore``)."""
+        bounds = {
+            "max_events": self.settings.retained_events,
+            "max_bytes": self.settings.retained_bytes,
+        }
+        for record in await self.store.records():
+            try:
+                restored = await self.store.restore(record.session_id, **bounds)
+            except StoreError as exc:
+                log.error("! %s: cannot be restored: %s", record.session_id, exc)
+                continue
+            if restored is None:
+                log.warning("! %s: in the directory without a log; skipped", record.session_id)
+                continue
+            try:
+                agent: Agent | None = self.supervisor.get(record.agent)
+            except KeyError:
+                agent = None
+            try:
+                session = restore.rebuild(
+                    restored,
+                    agent if agent is not None else restore.UnconfiguredAgent(record.agent),
+                    settings=self.settings,
+                    store=self.store,
+                    on_change=self._notify,
+                    spawn=self.spawn,
+                    metrics=self.metrics,
+                )
+            except StoreError as exc:
+                log.error("! %s: cannot be restored: %s", record.session_id, exc)
+                continue
+            session.creator = record.creator
+            session.on_record = self.save_record
+            restore.settle(session)
+            self.sessions[session.id] = session
+            log.info(
+                "= %s: restored (epoch %s, seq %s%s)",
+                session.id,
+                session.log.epoch,
+                session.log.last_seq,
+                "" if restored.clean else ", continued after an unclean stop",
+            )
+            self._reattach_later(session, agent)
+
+    def _reattach_later(self, session: Session, agent: Agent | None) -> None:
+        session.ready = anyio.Event()  # prompts wait from now on, not from when the task runs
+
+        async def reattach() -> None:
+            await restore.reattach(session, agent, lambda: self.save_record(session))
+
+        self.spawn(reattach, name=f"reattach {session.id}")
+
+    def save_record(self, session: Session) -> None:
+        """Write ``session``'s directory record to the store (coalesced: one write at a time
+        per session, the latest state last)."""
+        if session.closed or self._tg is None:
+            return
+        if session.id in self._saving:
+            self._save_again.add(session.id)
+            return
+        self._saving.add(session.id)
+
+        async def save() -> None:
+            try:
+                while True:
+                    self._save_again.discard(session.id)
+                    if session.closed:
+                        return
+                    try:
+                        await self.store.save_record(restore.record_of(session, session.creator))
+                    except StoreError as exc:
+                        log.warning("! %s: the directory record was not saved: %s", session.id, exc)
+                    if session.id not in self._save_again:
+                        return
+            finally:
+                self._saving.discard(session.id)
+
+        self.spawn(save, name=f"save {session.id}")
 
     def spawn(self, fn: Callable[[], Awaitable[Any]], name: str) -> None:
         """Run ``fn`` in the registry's task group (errors are logged, never propagated)."""
@@ -104,12 +201,23 @@ class SessionRegistry:
             on_change=self._notify,
             spawn=self.spawn,
             metrics=self.metrics,
+            store=self.store,
         )
+        session.mcp_servers = [dict(s) for s in mcp_servers if isinstance(s, dict)]
+        session.creator = client.name
         try:
             result = await agent.new_session(cwd, mcp_servers, session)
         except AgentError as exc:
+            await self._forget(session_id)
             raise SessionFailure(exc.error) from exc
         session.agent_session_id = result.session_id
+        if self.store.durable:
+            # In the directory before anyone learns the session's id.
+            try:
+                await self.store.save_record(restore.record_of(session, session.creator))
+            except StoreError as exc:
+                log.warning("! %s: the directory record was not saved: %s", session_id, exc)
+        session.on_record = self.save_record
         if result.config_options:
             session.emit(
                 {"sessionUpdate": "config_option_update", "configOptions": result.config_options}
@@ -139,6 +247,7 @@ class SessionRegistry:
         session.require(client, "owner", "session/delete" if delete else "session/close")
         session.closed = True
         self.sessions.pop(session.id, None)
+        await self._forget(session.id)
         for attachment in tuple(session.attached.values()):
             attachment.client.notify(
                 "_hub/session_closed",
@@ -156,3 +265,10 @@ class SessionRegistry:
                 "= %s: agent answered %s: %s", session.id, "delete" if delete else "close", exc
             )
         self._notify(session)
+
+    async def _forget(self, session_id: str) -> None:
+        """Remove a session from the store (logged, never raised: the session is gone here)."""
+        try:
+            await self.store.remove(session_id)
+        except StoreError as exc:
+            log.warning("! %s: not removed from the store: %s", session_id, exc)

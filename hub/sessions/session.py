@@ -34,11 +34,13 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import orjson
 
 from hub.protocol.compact import compact
 from hub.protocol.errors import (
     AGENT_UNAVAILABLE,
+    SESSION_LOST,
     InvalidParams,
     ProtocolError,
     forbidden,
@@ -59,6 +61,7 @@ from hub.sessions.permissions import Permissions
 from hub.sessions.presence import Presence
 from hub.sessions.turns import USER_MESSAGE_VARIANTS, Turns, now_iso
 from hub.settings import PermissionPolicy, PromptPolicy, Role, Settings
+from hub.store import Store
 
 log = logging.getLogger("hub.sessions")
 
@@ -67,6 +70,7 @@ _FRAME_OPEN = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId"
 _UPDATE_OPEN = b',"update":'
 _META_OPEN = b',"_meta":{"acp-hub":'
 _FRAME_CLOSE = b"}}}"
+
 
 Spawner = Callable[[Callable[[], Awaitable[None]], str], None]
 """Runs an async callable in a task of the hub (named for the logs); errors are logged."""
@@ -120,6 +124,8 @@ class Session:
         on_change: Callable[[Session], None] | None = None,
         spawn: Spawner | None = None,
         metrics: SessionMetrics | None = None,
+        store: Store | None = None,
+        log: EventLog | None = None,
     ) -> None:
         self.id = session_id
         self.agent = agent
@@ -128,7 +134,26 @@ class Session:
         self.settings = settings
         self.created_at = now_iso()
         self.state = SessionState()
-        self.log = EventLog(max_events=settings.retained_events, max_bytes=settings.retained_bytes)
+        if log is None:
+            bounds = settings.retained_events, settings.retained_bytes
+            if store is not None:
+                log = store.open_log(session_id, max_events=bounds[0], max_bytes=bounds[1])
+            else:
+                log = EventLog(max_events=bounds[0], max_bytes=bounds[1])
+        self.log = log
+        # A durable store gets a compacted snapshot every `snapshot_events` events; with the
+        # memory store the fan-out's path pays one falsy test.
+        self._store = store if store is not None and store.durable else None
+        self._snapshot_every = settings.snapshot_events if self._store is not None else 0
+        self.ready: anyio.Event | None = None
+        """While a restored session waits for its agent to take it back: set once it did
+        (or could not); prompts wait for it."""
+        self.mcp_servers: list[dict[str, Any]] = []
+        """The v2 MCP server entries the session was created with (a resume needs them)."""
+        self.creator: str | None = None
+        """The name of the client that created the session."""
+        self.on_record: Callable[[Session], None] | None = None
+        """Called when what the store's directory keeps of the session changed (policies)."""
         self._frame_head = _FRAME_OPEN + orjson.dumps(session_id) + _UPDATE_OPEN
         self.v1 = ClientV1Renderer()
         self.attached: dict[str, Attachment] = {}
@@ -226,6 +251,8 @@ class Session:
         self.log.append_row(
             seq, message_id if isinstance(message_id, str) else None, v2, v1, v1_hub, origin
         )
+        if self._snapshot_every and seq % self._snapshot_every == 0:
+            self.snapshot()
         # Snapshots: a push that closes a client detaches it, which replaces them.
         v2_pushes = self._v2_pushes
         for push in v2_pushes:
@@ -274,7 +301,7 @@ class Session:
         kind = "replay"  # what the catch-up is, for the metrics
         if replay == "after" and after is not None:
             epoch, seq = after
-            events = self.log.after(seq) if epoch == self.log.epoch else None
+            events = self.log.after(seq) if self.log.serves(epoch, seq) else None
             if events is None:
                 kind, replay_frames = "reset", self._reset_frames(client, epoch, seq)
             else:
@@ -350,6 +377,12 @@ class Session:
         """No coalesced presence change is waiting to go out (the log is up to date)."""
         return self.presence.settled
 
+    def snapshot(self) -> None:
+        """Hand the store a compaction of the state as of the last event (durable stores;
+        a restart then folds it and the events after it, not the whole history)."""
+        if self._store is not None:
+            self._store.snapshot(self.log, compact(self.state))
+
     @property
     def cursor(self) -> dict[str, int]:
         """``{"epoch", "seq"}`` of the last event in the log."""
@@ -400,7 +433,7 @@ class Session:
         return self._pages(client, (self._frame(u, meta) for u in rendered))
 
     def _reset_frames(self, client: ClientHandle, epoch: int, seq: int) -> Iterator[bytes]:
-        reason = "epoch changed" if epoch != self.log.epoch else "cursor older than the log"
+        reason = "epoch changed" if not self.log.serves(epoch, seq) else "cursor older than the log"
         reset = {"sessionUpdate": "_hub_reset", "reason": reason, "epoch": self.log.epoch}
         log.info(
             "= %s: %s resumes from %s/%s: %s, full replay",
@@ -491,7 +524,20 @@ class Session:
         v2 clients get the result when the prompt is accepted (started, or queued) with the
         user message's ``messageId``; v1 clients when the turn it started ended
         (``{"stopReason": ...}``). ``blocks`` must be a non-empty list of content blocks.
+        A session restored from the store waits until its agent took it back; a ``lost``
+        session refuses with ``SESSION_LOST``.
         """
+        self.require(client, "driver", "session/prompt")
+        if self.ready is not None:
+            await self.ready.wait()
+        if self.lost:
+            raise SessionFailure(
+                hub_error(
+                    SESSION_LOST,
+                    f"Agent '{self.agent.name}' lost this session; it can be read, not prompted",
+                    {"agent": self.agent.name, "sessionId": self.id},
+                )
+            )
         return await self.turns.prompt(client, blocks)
 
     async def cancel(self, client: ClientHandle) -> None:
@@ -568,6 +614,8 @@ class Session:
         self.emit_policies()
         self.permissions.reoffer()
         self.changed()
+        if self.on_record is not None:
+            self.on_record(self)
         return {"prompt": self.prompt_policy, "permission": self.permission_policy}
 
     # -- views -------------------------------------------------------------------------------

@@ -7,8 +7,8 @@ sessions layer talks to, ``docs/design/store.md`` the design.
 
 from __future__ import annotations
 
+from hub.settings import StoreUrl, parse_store_url
 from hub.store.base import Restored, SessionRecord, Snapshot, Store, StoreError
-from hub.store.url import StoreUrl, parse_store_url
 
 
 def open_store(setting: str) -> Store:
