@@ -34,8 +34,16 @@ from websockets.version import version as websockets_version
 
 from tests.bench.loadgen import raise_nofile
 from tests.bench.loop import UVLOOP
-from tests.bench.servers import ROOT, Server, ServerFailed, start_baseline, start_hub
+from tests.bench.servers import (
+    ROOT,
+    Server,
+    ServerFailed,
+    start_baseline,
+    start_hub,
+    start_redis,
+)
 from tests.bench.stats import median
+from tests.redis_server import RedisServer
 
 __all__ = ["FULL", "QUICK", "main"]
 
@@ -83,6 +91,15 @@ FULL: dict[str, dict[str, Any]] = {
         "warmup_s": 1.0,
         "phased": True,
     },
+    # S2 against the hub on each store, in the same run: what durability costs the fan-out.
+    "S2-store": {
+        "sessions": 200,
+        "observers": 5,
+        "rate": 10.0,
+        "seconds": 6.0,
+        "warmup_s": 1.0,
+        "phased": False,
+    },
     "S4": {
         "observers": 100,
         "preload": 100_000,
@@ -128,6 +145,8 @@ QUICK: dict[str, dict[str, Any]] = {
            "phased": False},
     "S2-phased": {"sessions": 10, "observers": 3, "rate": 20.0, "seconds": 1.0,
                   "warmup_s": 0.3, "phased": True},
+    "S2-store": {"sessions": 10, "observers": 3, "rate": 20.0, "seconds": 1.0,
+                 "warmup_s": 0.3, "phased": False},
     "S4": {**FULL["S4"], "observers": 5, "preload": 2000, "window_s": 1.0},
     "S5": {**FULL["S5"], "observers": 5, "behind": 100, "blips": 5},
     "S7": {**FULL["S7"], "observers": 10, "rate": 400.0, "bound": 64 * 1024, "window_s": 1.0,
@@ -138,6 +157,9 @@ QUICK: dict[str, dict[str, Any]] = {
 
 HUB_ONLY = {"S4", "S5", "S7"}
 """Scenarios about replay, cursors and the outbox, which the baseline does not have."""
+
+STORES = {"S2-store": ["hub", "hub-sqlite", "hub-redis"]}
+"""Scenarios run against the hub on each store (``hub`` is the memory store), not the baseline."""
 
 
 @dataclass
@@ -195,6 +217,7 @@ def run_one(
     """One run of scenario ``name`` against a fresh server of ``kind``."""
     log = logs / f"{name}-{kind}-{run}.log"
     server: Server | None = None
+    redis: RedisServer | None = None
     try:
         if kind == "baseline":
             server = start_baseline(log, place.server)
@@ -204,14 +227,23 @@ def run_one(
                 config = logs / f"{name}-hub.toml"
                 table = "".join(f"{k} = {v!r}\n" for k, v in params["hub_config"].items())
                 config.write_text("[hub]\n" + table)
-            server = start_hub(log, place.server, place.agent, config=config)
-    except ServerFailed as exc:
+            extra: list[str] = []
+            if kind == "hub-sqlite":
+                extra = ["--store", f"sqlite:///{logs}/{name}-{run}.db"]
+            elif kind == "hub-redis":
+                # Redis runs beside the load generator, off the hub's core, as a remote one would.
+                redis = start_redis(logs / f"{name}-redis-{run}", place.loadgen)
+                extra = ["--store", redis.url]
+            server = start_hub(log, place.server, place.agent, config=config, extra=extra)
+    except (ServerFailed, RuntimeError) as exc:
+        if redis is not None:
+            redis.kill()
         return {"error": str(exc)}
-    if kind == "hub":
+    if kind.startswith("hub"):
         params = {**params, "server_log": str(log)}
     spec = {
         "scenario": _scenario_key(name),
-        "kind": kind,
+        "kind": "hub" if kind.startswith("hub") else kind,
         "host": server.host,
         "port": server.port,
         "server_pid": server.pid,
@@ -231,6 +263,8 @@ def run_one(
         return {"error": f"the load generator took more than {budget:.0f} s"}
     finally:
         server.stop()
+        if redis is not None:
+            redis.kill()
     lines = done.stdout.decode(errors="replace").strip().splitlines()
     if done.returncode != 0 or not lines:
         return {"error": done.stderr.decode(errors="replace")[-3000:] or "no output"}
@@ -308,6 +342,8 @@ def run_all(
         params.setdefault("size", 280)
         outcome = Outcome(name, params)
         kinds = [k for k in (["hub"] if name in HUB_ONLY else ["baseline", "hub"]) if k in servers]
+        if name in STORES:
+            kinds = STORES[name] if "hub" in servers else []
         for run in range(runs):
             order = kinds if run % 2 == 0 else kinds[::-1]
             results: dict[str, dict[str, Any]] = {}
@@ -350,6 +386,17 @@ def _ratios(outcome: Outcome, figure: str) -> list[float]:
     return out
 
 
+def _store_ratios(outcome: Outcome, kind: str, figure: str = "p99_ms") -> list[float]:
+    """``kind``'s figure over the memory store's (``hub``), per run."""
+    out = []
+    for run in outcome.runs:
+        mine = run.get(kind, {}).get("figures", {}).get(figure)
+        memory = run.get("hub", {}).get("figures", {}).get(figure)
+        if isinstance(mine, (int, float)) and isinstance(memory, (int, float)) and memory:
+            out.append(mine / memory)
+    return out
+
+
 def _fmt(values: list[float], digits: int = 3) -> str:
     if not values:
         return "n/a"
@@ -384,6 +431,21 @@ def _verdict(outcome: Outcome) -> Verdict:
             ">= 0.75x",
             m >= 0.5 if r else None,
             m >= 0.75 if r else None,
+        )
+    if key in STORES:
+        parts, oks = [], []
+        for kind in STORES[key][1:]:
+            r = _store_ratios(o, kind)
+            parts.append(f"{kind.removeprefix('hub-')} {_fmt(r, 2)}x")
+            oks.append(median(r) <= 1.5 if r else None)
+        known = [ok for ok in oks if ok is not None]
+        return Verdict(
+            "p99 ms, hub on sqlite / redis vs memory",
+            "; ".join(parts),
+            "<= 1.5x",
+            "",
+            all(known) if len(known) == len(oks) else None,
+            None,
         )
     if key.startswith("S2"):
         hub, base = _values(o, "hub", "p99_ms"), _values(o, "baseline", "p99_ms")
@@ -454,6 +516,7 @@ TITLES = {
     "S1-2KB": "S1, 2 KB variant",
     "S2": "S2 wide: many sessions with a few observers each, at half the baseline's saturation",
     "S2-phased": "S2, each session's stream at its own random phase",
+    "S2-store": "S2 on each store: the hub on memory, SQLite and Redis, same run (store cost)",
     "S4": "S4 late join: full replay of a long session while updates keep arriving",
     "S5": "S5 short blip: reconnect with a cursor behind the live edge",
     "S7": "S7 slow consumer: one observer stops reading",
@@ -570,14 +633,25 @@ def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) ->
         lines += ["", f"## {TITLES.get(o.name, o.name)}", ""]
         shown = {k: v for k, v in o.params.items()}
         lines.append("Parameters: " + ", ".join(f"`{k}={v}`" for k, v in shown.items()) + ".")
-        lines += ["", "| figure | baseline | hub | hub / baseline |", "|---|---|---|---|"]
         figures: list[str] = []
         for run in o.runs:
             for result in run.values():
                 for f in result.get("figures", {}):
                     if f not in figures:
                         figures.append(f)
-        for f in figures:
+        if o.name in STORES:
+            lines += [
+                "",
+                "| figure | memory | sqlite | redis | sqlite / memory | redis / memory |",
+                "|---|---|---|---|---|---|",
+            ]
+            for f in figures:
+                cells = [_fmt(_values(o, kind, f)) for kind in STORES[o.name]]
+                ratios = [_fmt(_store_ratios(o, kind, f), 2) for kind in STORES[o.name][1:]]
+                lines.append(f"| {f} | {' | '.join(cells)} | {' | '.join(ratios)} |")
+        else:
+            lines += ["", "| figure | baseline | hub | hub / baseline |", "|---|---|---|---|"]
+        for f in figures if o.name not in STORES else []:
             base, hub = _values(o, "baseline", f), _values(o, "hub", f)
             lines.append(f"| {f} | {_fmt(base)} | {_fmt(hub)} | {_fmt(_ratios(o, f), 2)} |")
         lines += ["", "Correctness per run:", ""]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,8 +23,9 @@ from pathlib import Path
 from typing import IO, cast
 
 from tests.bench.payload import now
+from tests.redis_server import RedisServer
 
-__all__ = ["ROOT", "Server", "ServerFailed", "start_baseline", "start_hub"]
+__all__ = ["ROOT", "Server", "ServerFailed", "start_baseline", "start_hub", "start_redis"]
 
 ROOT = Path(__file__).resolve().parents[2]
 _LISTENING = re.compile(rb"listening on http://([0-9.]+):(\d+)")
@@ -174,3 +176,15 @@ def start_hub(
     argv += extra or []
     env = {"PYTHONPATH": str(ROOT)}
     return _start("hub", argv, log, cpus, env)
+
+
+def start_redis(directory: Path, cpus: set[int] | None) -> RedisServer:
+    """A ``redis-server`` of the run's own (``tests/redis_server.py``) on ``cpus``."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise ServerFailed("redis-server is not installed")
+    redis = RedisServer(binary, directory)
+    redis.start()
+    if cpus and redis.proc is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(redis.proc.pid, cpus)
+    return redis
