@@ -1,4 +1,4 @@
-"""Shared test support: locating optional binaries and the shared spec folder.
+"""Shared test support: locating optional binaries, the ACP JSON schemas and the shared spec folder.
 
 A test that needs a binary which is absent skips with the reason on a developer's
 machine; with ``ACP_HUB_REQUIRE_ALL=1`` (set by ``.ci/run``) the same absence fails.
@@ -43,3 +43,15 @@ def require_shared(*parts: str) -> Path:
     if not path.exists():
         missing(f"{path} is not present (../shared is only beside a development checkout)")
     return path
+
+
+def acp_schema(version: int) -> Path:
+    """The ACP v1 or v2 JSON schema (``schema.json``) the hub implements, or skip/fail.
+
+    The one place the schema tests find it. The pinned SDK packages of ``tests/peers`` ship
+    schemas of later protocol revisions (the 2.4.0 package's v2 schema differs in 77
+    definitions, e.g. ``AvailableCommand`` gained a required ``type``), so they cannot stand
+    in for it; the snapshot beside a development checkout (``../shared/acp-spec``) is
+    required in CI (``ACP_HUB_REQUIRE_ALL=1``) and skipped elsewhere when absent.
+    """
+    return require_shared("acp-spec", "schema", f"v{version}", "schema.json")

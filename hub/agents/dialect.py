@@ -20,19 +20,16 @@ from typing import Any
 
 from hub import __version__
 from hub.agents.connection import Connection
-from hub.agents.errors import AgentError, agent_unavailable, unsupported
+from hub.agents.errors import AgentError, agent_unavailable, refusal, unsupported
 from hub.agents.sessions import AgentSession
+from hub.protocol.agent_v1 import AgentV1Translator
+from hub.protocol.capabilities import auth_methods_v1_to_v2, capabilities_v1_to_v2
+from hub.protocol.checks import check as check_update
 from hub.protocol.errors import InvalidParams, RpcError, TranslationError, invalid_params
-from hub.protocol.state import REMOVED_VARIANTS
-from hub.protocol.state import check as check_update
-from hub.protocol.translate import (
-    AgentV1Translator,
-    auth_methods_v1_to_v2,
-    capabilities_v1_to_v2,
-    mcp_servers_v2_to_v1,
-    permission_request_v1_to_v2,
-    prompt_v2_to_v1,
-)
+from hub.protocol.mcp_servers import mcp_servers_v2_to_v1
+from hub.protocol.permissions import permission_request_v1_to_v2
+from hub.protocol.prompts import prompt_v2_to_v1
+from hub.protocol.variants import CHUNKS, REMOVED_VARIANTS
 
 __all__ = [
     "CLIENT_INFO",
@@ -48,7 +45,6 @@ logger = logging.getLogger("hub.agents")
 
 CLIENT_INFO = {"name": "acp-hub", "title": "acp-hub", "version": __version__}
 
-_CHUNKS = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"})
 _BUSY_STATES = frozenset({"running", "requires_action"})
 
 Register = Callable[[str], AgentSession]
@@ -100,10 +96,6 @@ def open_dialect(name: str, conn: Connection, version: int, result: dict[str, An
 def dicts(value: Any) -> list[dict[str, Any]]:
     """The objects of a JSON array (anything else: none)."""
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
-def _agent_invalid(exc: Exception) -> AgentError:
-    return AgentError(invalid_params(str(exc)))
 
 
 class Dialect:
@@ -275,7 +267,7 @@ class V1Dialect(Dialect):
         try:
             return mcp_servers_v2_to_v1(servers, http=http)
         except (InvalidParams, TranslationError) as exc:
-            raise _agent_invalid(exc) from None
+            raise refusal(self.name, exc) from None
 
     async def reattach(self, entry: AgentSession) -> dict[str, Any]:
         # Resume when advertised; else load, swallowing the replay (the hub has the history).
@@ -322,7 +314,7 @@ class V1Dialect(Dialect):
             v1_blocks = prompt_v2_to_v1(blocks)
             message_id, updates = translator.prompt_started(blocks)
         except (InvalidParams, TranslationError) as exc:
-            raise _agent_invalid(exc) from None
+            raise refusal(self.name, exc) from None
 
         def on_reply(result: Any, error: RpcError | None) -> None:
             if error is None:
@@ -357,7 +349,7 @@ class V1Dialect(Dialect):
         try:
             method, v1_params = translator.set_config_option({**params, "value": value})
         except (InvalidParams, TranslationError) as exc:
-            raise _agent_invalid(exc) from None
+            raise refusal(self.name, exc) from None
         result = await self.conn.request(method, v1_params)
         if method == "session/set_mode":
             translator.mode_set(str(value))
@@ -380,7 +372,7 @@ class V1Dialect(Dialect):
         try:
             return permission_request_v1_to_v2(params)
         except InvalidParams as exc:
-            raise _agent_invalid(exc) from None
+            raise refusal(self.name, exc) from None
 
     def turn_translator(self, entry: AgentSession) -> AgentV1Translator | None:
         return entry.translator
@@ -486,7 +478,7 @@ class V2Dialect(Dialect):
         # A removed v2 name, or a chunk without a message id, is a v1 habit (and never valid
         # v2): translated. Anything else is checked as the session's fold will check it.
         variant = update["sessionUpdate"]
-        if variant in REMOVED_VARIANTS or (variant in _CHUNKS and update.get("messageId") is None):
+        if variant in REMOVED_VARIANTS or (variant in CHUNKS and update.get("messageId") is None):
             self.note_v1(f"it sent a v1 {variant} update")
             if entry.translator is None:
                 entry.translator = AgentV1Translator()
@@ -509,7 +501,7 @@ class V2Dialect(Dialect):
             try:
                 return permission_request_v1_to_v2(params)
             except InvalidParams as exc:
-                raise _agent_invalid(exc) from None
+                raise refusal(self.name, exc) from None
         options = params.get("options")
         if not isinstance(params.get("title"), str) or not (
             isinstance(options, list)

@@ -5,16 +5,27 @@ The session layer turns ``error`` into the answer it owes its own client. Three 
 * the agent answered the request with a JSON-RPC error (``error`` is the agent's, verbatim);
 * the agent is down, could not be started or died with the request in flight
   (``AGENT_UNAVAILABLE``, -32042);
-* the agent did not advertise the capability the operation needs (``UNSUPPORTED``, -32048).
+* the agent did not advertise the capability the operation needs (``UNSUPPORTED``, -32048);
+* the hub refused the request before it reached the agent (``refusal``): malformed
+  (``INVALID_PARAMS``, -32602, the client's fault) or well-formed but without a form in the
+  agent's protocol version (``UNSUPPORTED``, -32048: a v2-only construct for a v1 agent).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from hub.protocol.errors import AGENT_UNAVAILABLE, UNSUPPORTED, RpcFailure, hub_error
+from hub.protocol.errors import (
+    AGENT_UNAVAILABLE,
+    UNSUPPORTED,
+    InvalidParams,
+    RpcFailure,
+    TranslationError,
+    hub_error,
+    invalid_params,
+)
 
-__all__ = ["AgentError", "agent_unavailable", "unsupported"]
+__all__ = ["AgentError", "agent_unavailable", "refusal", "unsupported"]
 
 
 class AgentError(RpcFailure):
@@ -39,3 +50,20 @@ def unsupported(agent: str, operation: str, needs: str) -> AgentError:
             {"agent": agent, "operation": operation},
         )
     )
+
+
+def refusal(agent: str, exc: InvalidParams | TranslationError) -> AgentError:
+    """A request refused before it reached the agent: ``exc`` from checking or translating it.
+
+    ``InvalidParams`` (malformed) is ``-32602``; ``TranslationError`` (well-formed, but the
+    agent's protocol version cannot express it) is ``-32048``: neither is the hub's bug.
+    """
+    if isinstance(exc, TranslationError):
+        return AgentError(
+            hub_error(
+                UNSUPPORTED,
+                f"Agent '{agent}' cannot take this request: {exc}",
+                {"agent": agent, "reason": str(exc)},
+            )
+        )
+    return AgentError(invalid_params(str(exc)))

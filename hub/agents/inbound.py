@@ -26,7 +26,7 @@ from hub.agents.dialect import Dialect
 from hub.agents.errors import AgentError
 from hub.agents.sessions import SessionTable, call_sink
 from hub.protocol.errors import InvalidParams, method_not_found
-from hub.protocol.translate import permission_outcome_for_agent
+from hub.protocol.permissions import permission_outcome_for_agent
 
 __all__ = ["Inbound"]
 

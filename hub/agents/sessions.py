@@ -19,8 +19,8 @@ import anyio
 
 from hub.agents.errors import AgentError
 from hub.agents.sink import SessionSink
+from hub.protocol.agent_v1 import AgentV1Translator
 from hub.protocol.errors import SESSION_LOST, hub_error, resource_not_found
-from hub.protocol.translate import AgentV1Translator
 
 __all__ = ["AgentSession", "SessionTable", "call_sink"]
 

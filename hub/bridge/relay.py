@@ -58,7 +58,7 @@ from hub.protocol.errors import (
     invalid_request,
 )
 from hub.protocol.idmap import IdMap
-from hub.protocol.translate import stop_reason_for_v1
+from hub.protocol.prompts import stop_reason_for_v1
 from hub.protocol.version import negotiate_as_agent
 
 log = logging.getLogger("hub.bridge")

@@ -2,15 +2,23 @@
 
 Theory of operation
 -------------------
-Two kinds of trouble, kept apart as h11 does:
+Two kinds of trouble, kept apart as h11 does, and answered differently:
 
 * ``PeerError`` - the *peer* sent something we cannot accept (a line over the limit,
   invalid JSON, a message of the wrong shape, a malformed payload of a known variant).
-  These are answered per JSON-RPC (``-32700`` with ``id: null`` for unparseable input,
-  ``-32600`` / ``-32602`` otherwise) and logged with a ``!`` prefix naming the peer.
-* ``LocalError`` - *we* were asked to do something the protocol cannot express (for
-  instance translating a v2-only construct for a v1 peer in strict mode). These are bugs
-  or policy refusals on our side and are logged as such.
+  Answered per JSON-RPC (``-32700`` with ``id: null`` for unparseable input, ``-32600`` for
+  a message of the wrong shape, ``-32602`` for malformed params) and logged in one concise
+  line with a ``!`` prefix naming the peer, never with a traceback.
+* ``LocalError`` - *we* cannot do what was asked. ``TranslationError`` is the one the code
+  raises: a well-formed value that has no faithful form in the other side's protocol version
+  (a v2-only content block in a prompt for a v1 agent, say). Where a request needs the
+  translation the caller answers it as a refusal, ``UNSUPPORTED`` (``-32048``), in one log
+  line (``hub.agents.errors.refusal``, the server's error answer). Any other ``LocalError``,
+  or any exception outside this tree, that reaches a request handler is our bug: answered
+  ``-32603`` (``internal_error``) and logged with its traceback.
+
+``RpcFailure`` is the base of the failures that carry the exact JSON-RPC error their
+caller is owed (``AgentError``, ``SessionFailure``); they are expected and answered verbatim.
 
 ``RpcError`` is the wire-level error object (``{"code", "message", "data"?}``); every
 code the ACP schema defines has a named constructor, and the hub's own codes (role
@@ -18,14 +26,15 @@ refusals, busy sessions, ...) live in the ``-32040..-32059`` range documented in
 ``docs/protocol.md``.
 
     ProtocolError
-    +-- PeerError
+    +-- PeerError                  -32700 / -32600 / -32602, one log line
     |   +-- LineTooLong        a newline-delimited frame longer than the limit
     |   +-- ParseError         bytes that are not JSON
     |   +-- InvalidMessage     JSON that is not a JSON-RPC message
     |   +-- InvalidParams      a known method or variant with a malformed payload
     |   +-- VersionError       a protocol version we cannot speak
-    +-- LocalError
-        +-- TranslationError   no faithful rendering for the target version
+    +-- LocalError                 -32603 and a traceback, unless a caller names the refusal
+        +-- TranslationError   no faithful rendering for the target version (-32048)
+    RpcFailure                     its own ``error``, verbatim
 """
 
 from __future__ import annotations
@@ -65,7 +74,7 @@ class PeerError(ProtocolError):
 
 
 class LocalError(ProtocolError):
-    """We were asked to do something the protocol cannot express."""
+    """We cannot do what was asked; unless a caller names the refusal, our bug (-32603)."""
 
 
 class LineTooLong(PeerError):
@@ -98,7 +107,9 @@ class VersionError(PeerError):
 
 
 class TranslationError(LocalError):
-    """Something that has no faithful rendering in the target protocol version."""
+    """A well-formed value that has no faithful rendering in the target protocol version.
+
+    A request that needs the translation is refused with ``UNSUPPORTED`` (-32048)."""
 
 
 class RpcFailure(Exception):

@@ -10,7 +10,8 @@ classifies it into exactly one of:
   ``-32700`` with ``id: null`` for bytes that are not JSON, ``-32600`` for JSON that is not
   a JSON-RPC message (with the entry's id when it had a valid one, else ``null``);
 * ``Batch`` - a non-empty JSON array, only when ``allow_batch`` is set (ACP v2 connections,
-  DIGEST 1.1); each entry is classified on its own, so one bad entry does not spoil the rest.
+  https://agentclientprotocol.com/protocol/v2/transports#json-rpc-batch-messages); each entry
+  is classified on its own, so one bad entry does not spoil the rest.
 
 Only the envelope is checked here; ``params`` and ``result`` are passed through untouched
 (payload validation belongs to the method's handler). Unknown extra members are tolerated.

@@ -4,17 +4,18 @@ Theory of operation
 -------------------
 ``SessionState.apply(update)`` folds one v2 ``update`` object (the value of
 ``params.update`` of a v2 ``session/update``) into the state, with the v2 patch vocabulary
-(``shared/acp-spec/DIGEST.md`` section 4.2): an omitted field leaves the value unchanged,
-``null`` clears it, a value replaces it, arrays replace whole, chunks append and snapshots
-replace. "Cleared" and "never set" are the same state, and for collections ``[]`` is the
-same as ``null``, so two streams that mean the same thing fold to equal snapshots.
+(https://agentclientprotocol.com/protocol/v2/prompt-lifecycle#message-ids,
+https://agentclientprotocol.com/protocol/v2/tool-calls#updating): an omitted field leaves the
+value unchanged, ``null`` clears it, a value replaces it, arrays replace whole, chunks append
+and snapshots replace. "Cleared" and "never set" are the same state, and for collections ``[]``
+is the same as ``null``, so two streams that mean the same thing fold to equal snapshots.
 
-Every known variant has a check and a fold (``_VARIANTS``): the check validates the whole
-payload before the fold touches the state, so a malformed payload of a known variant raises
-``InvalidParams`` and changes nothing. ``check(update)`` runs the check alone, for a caller
-that must refuse an update without folding it. The removed v2 names
-(``tool_call``, ``plan``, ``current_mode_update``) are rejected too: the v2 schema lets them
-through as unknown variants, but they must have been translated before they get here.
+Every known variant has a check (``hub.protocol.checks``) and a fold (``_VARIANTS``): the check
+validates the whole payload before the fold touches the state, so a malformed payload of a
+known variant raises ``InvalidParams`` and changes nothing. ``hub.protocol.checks.check``
+runs the check alone, for a caller that must refuse an update without folding it. The removed
+v2 names (``tool_call``, ``plan``, ``current_mode_update``) are rejected too: the v2 schema lets
+them through as unknown variants, but they must have been translated before they get here.
 Unknown variants are kept verbatim, the latest per name.
 
 Messages and tool calls live in one timeline ordered by first appearance, so a compaction
@@ -39,125 +40,24 @@ read them, do not mutate them.
 from __future__ import annotations
 
 import base64
-import binascii
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, NoReturn, TypeGuard
+from typing import Any, Final
 
-from hub.protocol.errors import InvalidParams
+from hub.protocol.checks import CHECKS, HUB_SNAPSHOTS, Check, variant_of
+from hub.protocol.shapes import fail
+from hub.protocol.variants import CHUNKS, MESSAGE_OF_CHUNK, MESSAGES, REMOVED_VARIANTS
 
-__all__ = ["REMOVED_VARIANTS", "SessionState", "check"]
+__all__ = ["SessionState"]
 
-#: v1 names that must have been translated before they reach a v2 fold.
-REMOVED_VARIANTS: Final = frozenset({"tool_call", "plan", "current_mode_update"})
-
-_MESSAGE_KIND: Final = {
-    "user_message_chunk": "user_message",
-    "agent_message_chunk": "agent_message",
-    "agent_thought_chunk": "agent_thought",
-}
-_MESSAGE_UPDATES: Final = frozenset({"user_message", "agent_message", "agent_thought"})
-
-# Required string fields of the content block types the v2 schema defines.
-_BLOCK_STRINGS: Final = {
-    "text": ("text",),
-    "image": ("data", "mimeType"),
-    "audio": ("data", "mimeType"),
-    "resource_link": ("name", "uri"),
-}
 # Tool-call collections for which `[]` means the same as `null` (cleared).
 _COLLECTIONS: Final = frozenset({"content", "locations"})
-# Plan types the stable v2 schema refuses (they exist only in the unstable schema).
-_UNSTABLE_PLAN_TYPES: Final = frozenset({"file", "markdown"})
-
-_PERMISSION_STATUSES: Final = frozenset({"pending", "resolved", "cancelled", "timed_out"})
-_AGENT_STATUSES: Final = frozenset({"started", "exited", "restarted", "lost"})
-_PROMPT_POLICIES: Final = frozenset({"queue", "reject", "lease"})
-_PERMISSION_POLICIES: Final = frozenset({"first", "owner", "lease"})
 
 # Plain text chunks are buffered and joined in batches of this many, so a message streamed
 # in 100,000 tiny chunks holds a few hundred strings rather than 100,000.
 _TEXT_BATCH: Final = 256
 
 
-# --- validation -----------------------------------------------------------------------------
-
-
-def _fail(variant: str, detail: str) -> NoReturn:
-    raise InvalidParams(f"{variant}: {detail}")
-
-
-def _is_int(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _require_str(update: Mapping[str, Any], key: str, variant: str) -> str:
-    value = update.get(key)
-    if not isinstance(value, str):
-        _fail(variant, f"'{key}' must be a string")
-    return value
-
-
-def _optional(
-    update: Mapping[str, Any], key: str, kind: type | tuple[type, ...], variant: str
-) -> None:
-    """``key`` may be absent or ``null``; otherwise it must be a ``kind``."""
-    value = update.get(key)
-    if value is not None and not isinstance(value, kind):
-        _fail(variant, f"'{key}' has the wrong type")
-
-
-def _check_meta(update: Mapping[str, Any], variant: str) -> None:
-    _optional(update, "_meta", Mapping, variant)
-
-
-def _check_list(value: object, variant: str, key: str) -> list[Any]:
-    if not isinstance(value, list):
-        _fail(variant, f"'{key}' must be an array")
-    return value
-
-
-def _check_block(block: object, variant: str) -> None:
-    """A ``ContentBlock``: open union on ``type``; known types need their required fields."""
-    # `type(...) is dict` first: decoded JSON is always a dict, and the ABC check is slow.
-    if (type(block) is not dict and not isinstance(block, Mapping)) or not isinstance(
-        block.get("type"), str
-    ):
-        _fail(variant, "a content block needs a string 'type'")
-    for key in _BLOCK_STRINGS.get(block["type"], ()):
-        if not isinstance(block.get(key), str):
-            _fail(variant, f"a '{block['type']}' content block needs a string '{key}'")
-    if block["type"] == "resource" and not isinstance(block.get("resource"), Mapping):
-        _fail(variant, "a 'resource' content block needs a 'resource' object")
-
-
-def _check_tool_content(item: object, variant: str) -> None:
-    """A ``ToolCallContent``: ``content`` / ``diff`` / ``terminal`` / ``_x``."""
-    if not isinstance(item, Mapping) or not isinstance(item.get("type"), str):
-        _fail(variant, "a tool call content item needs a string 'type'")
-    kind = item["type"]
-    if kind == "content":
-        _check_block(item.get("content"), variant)
-    elif kind == "diff":
-        changes = _check_list(item.get("changes"), variant, "changes")
-        for change in changes:
-            if not isinstance(change, Mapping) or not isinstance(change.get("operation"), str):
-                _fail(variant, "a diff change needs a string 'operation'")
-    elif kind == "terminal":
-        _require_str(item, "terminalId", variant)
-
-
-def _check_location(location: object, variant: str) -> None:
-    if not isinstance(location, Mapping) or not isinstance(location.get("path"), str):
-        _fail(variant, "a location needs a string 'path'")
-
-
-def _decode_base64(data: object, variant: str) -> bytes:
-    if not isinstance(data, str):
-        _fail(variant, "'data' must be a base64 string")
-    try:
-        return base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        _fail(variant, "'data' is not valid base64")
+# --- helpers of the fold ----------------------------------------------------------------------
 
 
 def _payload(update: Mapping[str, Any]) -> dict[str, Any]:
@@ -322,13 +222,13 @@ class SessionState:
         ``sessionUpdate``, uses a removed v2 name, or is a malformed known variant; the
         state is then unchanged. Unknown variants are kept (the latest one per name).
         """
-        variant = _variant(update)
+        variant = variant_of(update)
         handler = _VARIANTS.get(variant)
         if handler is not None:
             check_variant, fold = handler
             fold(self, variant, update, check_variant(variant, update))
         elif variant in REMOVED_VARIANTS:
-            _fail(variant, "removed in ACP v2; it must be translated before folding")
+            fail(variant, "removed in ACP v2; it must be translated before folding")
         else:
             self._extras[variant] = dict(update)
 
@@ -367,8 +267,9 @@ class SessionState:
     # check derived (decoded terminal bytes), else ``None``.
 
     def _fold_message_chunk(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
-        # The chunk's own `_meta` is scoped to the chunk (DIGEST 1.3): nothing to keep.
-        self._message(update["messageId"], _MESSAGE_KIND[variant]).append(update["content"])
+        # The chunk's own `_meta` is scoped to the chunk: nothing to keep
+        # (https://agentclientprotocol.com/protocol/v2/migration#extensibility-and-forward-compatibility).
+        self._message(update["messageId"], MESSAGE_OF_CHUNK[variant]).append(update["content"])
 
     def _fold_message(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
         message = self._message(update["messageId"], variant)
@@ -458,7 +359,7 @@ class SessionState:
         if update["status"] == "pending" and merged.get("request") is None:
             # The one rule that depends on the state: a `pending` update may leave out the
             # request only when the record already holds one.
-            _fail(variant, "a pending permission needs its 'request'")
+            fail(variant, "a pending permission needs its 'request'")
         # The request's tool-call subject is not folded into the tool calls here: replaying
         # the record at the end of a compaction would undo later tool-call updates, so the
         # session layer emits that upsert as an ordinary `tool_call_update`.
@@ -597,272 +498,30 @@ def _copy(payload: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if payload is None else dict(payload)
 
 
-# --- the check of each known variant ----------------------------------------------------------
-# A check validates the whole payload and raises ``InvalidParams`` before the fold touches
-# anything; it returns what the fold needs beyond the update (decoded bytes), else ``None``.
-
-
-def check(update: Mapping[str, Any]) -> None:
-    """Validate ``update`` as ``SessionState.apply`` would, without folding it anywhere.
-
-    Raises ``InvalidParams`` for what ``apply`` refuses: not an object, no string
-    ``sessionUpdate``, a removed v2 name, a malformed known variant. The one state-dependent
-    rule is left to ``apply``: a ``pending`` ``_hub_permission`` update without a ``request``
-    is accepted here (it is valid when the record already holds one).
-    """
-    variant = _variant(update)
-    handler = _VARIANTS.get(variant)
-    if handler is not None:
-        handler[0](variant, update)
-    elif variant in REMOVED_VARIANTS:
-        _fail(variant, "removed in ACP v2; it must be translated before folding")
-
-
-def _variant(update: Mapping[str, Any]) -> str:
-    if type(update) is not dict and not isinstance(update, Mapping):
-        raise InvalidParams("a session update must be an object")
-    variant = update.get("sessionUpdate")
-    if not isinstance(variant, str):
-        raise InvalidParams("a session update needs a string 'sessionUpdate'")
-    return variant
-
-
-def _check_message_chunk(variant: str, update: Mapping[str, Any]) -> None:
-    _require_str(update, "messageId", variant)
-    _check_block(update.get("content"), variant)
-    _check_meta(update, variant)
-
-
-def _check_optional_list(
-    update: Mapping[str, Any], key: str, variant: str, check_item: Callable[[Any, str], None]
-) -> None:
-    """``key`` may be absent or ``null``; otherwise an array whose every item passes."""
-    items = update.get(key)
-    if items is not None:
-        for item in _check_list(items, variant, key):
-            check_item(item, variant)
-
-
-def _check_message(variant: str, update: Mapping[str, Any]) -> None:
-    _require_str(update, "messageId", variant)
-    _check_optional_list(update, "content", variant, _check_block)
-    _check_meta(update, variant)
-
-
-def _check_tool_call_update(variant: str, update: Mapping[str, Any]) -> None:
-    _require_str(update, "toolCallId", variant)
-    for key in ("title", "kind", "status"):
-        _optional(update, key, str, variant)
-    _check_optional_list(update, "content", variant, _check_tool_content)
-    _check_optional_list(update, "locations", variant, _check_location)
-    _check_meta(update, variant)
-
-
-def _check_tool_call_content_chunk(variant: str, update: Mapping[str, Any]) -> None:
-    _require_str(update, "toolCallId", variant)
-    _check_tool_content(update.get("content"), variant)
-    _check_meta(update, variant)
-
-
-def _check_terminal_update(variant: str, update: Mapping[str, Any]) -> bytes | None:
-    _require_str(update, "terminalId", variant)
-    for key in ("command", "cwd"):
-        _optional(update, key, str, variant)
-    _optional(update, "exitStatus", Mapping, variant)
-    exit_status = update.get("exitStatus")
-    if exit_status is not None:
-        code = exit_status.get("exitCode")
-        if code is not None and not (_is_int(code) and code >= 0):
-            _fail(variant, "'exitStatus.exitCode' must be a non-negative integer")
-        _optional(exit_status, "signal", str, variant)
-    output = update.get("output")
-    data: bytes | None = None
-    if output is not None:
-        if not isinstance(output, Mapping):
-            _fail(variant, "'output' must be an object")
-        data = _decode_base64(output.get("data"), variant)
-    _check_meta(update, variant)
-    return data
-
-
-def _check_terminal_output_chunk(variant: str, update: Mapping[str, Any]) -> bytes:
-    _require_str(update, "terminalId", variant)
-    data = _decode_base64(update.get("data"), variant)
-    _check_meta(update, variant)
-    return data
-
-
-def _check_plan_update(variant: str, update: Mapping[str, Any]) -> None:
-    plan = update.get("plan")
-    if not isinstance(plan, Mapping):
-        _fail(variant, "'plan' must be an object")
-    kind = _require_str(plan, "type", variant)
-    _require_str(plan, "planId", variant)
-    if kind in _UNSTABLE_PLAN_TYPES:
-        _fail(variant, f"plan type '{kind}' is not part of stable ACP v2")
-    if kind == "items":
-        for entry in _check_list(plan.get("entries"), variant, "entries"):
-            if not isinstance(entry, Mapping) or not all(
-                isinstance(entry.get(key), str) for key in ("content", "priority", "status")
-            ):
-                _fail(variant, "a plan entry needs string 'content', 'priority' and 'status'")
-    _check_meta(update, variant)
-
-
-def _check_available_commands_update(variant: str, update: Mapping[str, Any]) -> None:
-    for command in _check_list(update.get("availableCommands"), variant, "availableCommands"):
-        if not isinstance(command, Mapping) or not (
-            isinstance(command.get("name"), str) and isinstance(command.get("description"), str)
-        ):
-            _fail(variant, "a command needs string 'name' and 'description'")
-        _optional(command, "input", Mapping, variant)
-    _check_meta(update, variant)
-
-
-def _check_config_option_update(variant: str, update: Mapping[str, Any]) -> None:
-    for option in _check_list(update.get("configOptions"), variant, "configOptions"):
-        if not isinstance(option, Mapping) or not all(
-            isinstance(option.get(key), str) for key in ("configId", "name", "type")
-        ):
-            _fail(variant, "a config option needs string 'configId', 'name' and 'type'")
-    _check_meta(update, variant)
-
-
-def _check_session_info_update(variant: str, update: Mapping[str, Any]) -> None:
-    _optional(update, "title", str, variant)
-    _optional(update, "updatedAt", str, variant)
-    _check_meta(update, variant)
-
-
-def _check_usage_update(variant: str, update: Mapping[str, Any]) -> None:
-    for key in ("used", "size"):
-        value = update.get(key)
-        if not (_is_int(value) and value >= 0):
-            _fail(variant, f"'{key}' must be a non-negative integer")
-    cost = update.get("cost")
-    if cost is not None:
-        if not isinstance(cost, Mapping):
-            _fail(variant, "'cost' must be an object")
-        amount = cost.get("amount")
-        if isinstance(amount, bool) or not isinstance(amount, int | float):
-            _fail(variant, "'cost.amount' must be a number")
-        _require_str(cost, "currency", variant)
-    _check_meta(update, variant)
-
-
-def _check_state_update(variant: str, update: Mapping[str, Any]) -> None:
-    _require_str(update, "state", variant)
-    _optional(update, "stopReason", str, variant)
-    _check_meta(update, variant)
-
-
-def _check_presence(variant: str, update: Mapping[str, Any]) -> None:
-    """The full form has ``clients``; the delta form ``added`` and ``removed`` instead."""
-    if "clients" in update or "added" not in update:
-        records = _check_list(update.get("clients"), variant, "clients")
-    else:
-        records = _check_list(update.get("added"), variant, "added")
-        for client_id in _check_list(update.get("removed"), variant, "removed"):
-            if not isinstance(client_id, str):
-                _fail(variant, "'removed' must list client ids (strings)")
-    for client in records:
-        if not isinstance(client, Mapping) or not isinstance(client.get("clientId"), str):
-            _fail(variant, "a client needs a string 'clientId'")
-    for key in ("count", "viewers"):
-        value = update.get(key)
-        if value is not None and not _is_int(value):
-            _fail(variant, f"'{key}' must be an integer")
-
-
-def _check_queue(variant: str, update: Mapping[str, Any]) -> None:
-    for entry in _check_list(update.get("entries"), variant, "entries"):
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("queueId"), str):
-            _fail(variant, "a queue entry needs a string 'queueId'")
-
-
-def _check_agent(variant: str, update: Mapping[str, Any]) -> None:
-    _require_str(update, "agent", variant)
-    status = _require_str(update, "status", variant)
-    if status not in _AGENT_STATUSES:
-        _fail(variant, f"unknown agent status '{status}'")
-    code = update.get("exitCode")
-    if code is not None and not _is_int(code):
-        _fail(variant, "'exitCode' must be an integer")
-    _optional(update, "signal", str, variant)
-    _optional(update, "message", str, variant)
-
-
-def _check_lease(variant: str, update: Mapping[str, Any]) -> None:
-    if "holder" not in update:
-        _fail(variant, "'holder' is required (null when nobody holds the lease)")
-    holder = update["holder"]
-    if holder is not None and (
-        not isinstance(holder, Mapping) or not isinstance(holder.get("clientId"), str)
-    ):
-        _fail(variant, "'holder' must be null or an object with a string 'clientId'")
-    _optional(update, "expiresAt", str, variant)
-
-
-def _check_policy(variant: str, update: Mapping[str, Any]) -> None:
-    if update.get("prompt") not in _PROMPT_POLICIES:
-        _fail(variant, f"'prompt' must be one of {sorted(_PROMPT_POLICIES)}")
-    if update.get("permission") not in _PERMISSION_POLICIES:
-        _fail(variant, f"'permission' must be one of {sorted(_PERMISSION_POLICIES)}")
-
-
-def _check_hub_prompt(variant: str, update: Mapping[str, Any]) -> None:
-    _require_str(update, "messageId", variant)
-    _require_str(update, "clientId", variant)
-    _optional(update, "name", str, variant)
-
-
-def _check_hub_permission(variant: str, update: Mapping[str, Any]) -> None:
-    _require_str(update, "permissionId", variant)
-    status = _require_str(update, "status", variant)
-    if status not in _PERMISSION_STATUSES:
-        _fail(variant, f"unknown permission status '{status}'")
-    for key in ("request", "resolvedBy", "outcome"):
-        _optional(update, key, Mapping, variant)
-
-
-def _check_hub_reset(variant: str, update: Mapping[str, Any]) -> None:
-    _require_str(update, "reason", variant)
-    if not _is_int(update.get("epoch")):
-        _fail(variant, "'epoch' must be an integer")
-
-
-_Check = Callable[[str, Mapping[str, Any]], Any]
 _Fold = Callable[[SessionState, str, Mapping[str, Any], Any], None]
 
-# The hub's snapshot variants: each replaces the previous one of its name.
-_HUB_SNAPSHOTS: Final[dict[str, _Check]] = {
-    "_hub_queue": _check_queue,
-    "_hub_agent": _check_agent,
-    "_hub_lease": _check_lease,
-    "_hub_policy": _check_policy,
+_S = SessionState
+_FOLDS: Final[dict[str, _Fold]] = {
+    **dict.fromkeys(CHUNKS, _S._fold_message_chunk),
+    **dict.fromkeys(MESSAGES, _S._fold_message),
+    "tool_call_update": _S._fold_tool_call_update,
+    "tool_call_content_chunk": _S._fold_tool_call_content_chunk,
+    "terminal_update": _S._fold_terminal_update,
+    "terminal_output_chunk": _S._fold_terminal_output_chunk,
+    "plan_update": _S._fold_plan_update,
+    "available_commands_update": _S._fold_available_commands_update,
+    "config_option_update": _S._fold_config_option_update,
+    "session_info_update": _S._fold_session_info_update,
+    "usage_update": _S._fold_usage_update,
+    "state_update": _S._fold_state_update,
+    **dict.fromkeys(HUB_SNAPSHOTS, _S._fold_hub_snapshot),
+    "_hub_presence": _S._fold_hub_presence,
+    "_hub_prompt": _S._fold_hub_prompt,
+    "_hub_permission": _S._fold_hub_permission,
+    "_hub_reset": _S._fold_hub_reset,
 }
 
-_S = SessionState
-_VARIANTS: Final[dict[str, tuple[_Check, _Fold]]] = {
-    **dict.fromkeys(_MESSAGE_KIND, (_check_message_chunk, _S._fold_message_chunk)),
-    **dict.fromkeys(_MESSAGE_UPDATES, (_check_message, _S._fold_message)),
-    "tool_call_update": (_check_tool_call_update, _S._fold_tool_call_update),
-    "tool_call_content_chunk": (_check_tool_call_content_chunk, _S._fold_tool_call_content_chunk),
-    "terminal_update": (_check_terminal_update, _S._fold_terminal_update),
-    "terminal_output_chunk": (_check_terminal_output_chunk, _S._fold_terminal_output_chunk),
-    "plan_update": (_check_plan_update, _S._fold_plan_update),
-    "available_commands_update": (
-        _check_available_commands_update,
-        _S._fold_available_commands_update,
-    ),
-    "config_option_update": (_check_config_option_update, _S._fold_config_option_update),
-    "session_info_update": (_check_session_info_update, _S._fold_session_info_update),
-    "usage_update": (_check_usage_update, _S._fold_usage_update),
-    "state_update": (_check_state_update, _S._fold_state_update),
-    **{name: (check_hub, _S._fold_hub_snapshot) for name, check_hub in _HUB_SNAPSHOTS.items()},
-    "_hub_presence": (_check_presence, _S._fold_hub_presence),
-    "_hub_prompt": (_check_hub_prompt, _S._fold_hub_prompt),
-    "_hub_permission": (_check_hub_permission, _S._fold_hub_permission),
-    "_hub_reset": (_check_hub_reset, _S._fold_hub_reset),
+# One lookup per update on the hot path: each known variant with its check, then its fold.
+_VARIANTS: Final[dict[str, tuple[Check, _Fold]]] = {
+    name: (CHECKS[name], fold) for name, fold in _FOLDS.items()
 }
-"""Every known variant: its check, then its fold."""

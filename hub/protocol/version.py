@@ -1,4 +1,4 @@
-"""ACP protocol version negotiation (DIGEST section 2).
+"""ACP protocol version negotiation (https://agentclientprotocol.com/protocol/v2/initialization).
 
 Theory of operation
 -------------------

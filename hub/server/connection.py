@@ -35,12 +35,15 @@ import anyio
 import anyio.abc
 
 from hub.protocol import jsonrpc
+from hub.protocol.config_options import config_options_v2_to_v1, modes_from_config_options
 from hub.protocol.errors import (
     NOT_ATTACHED,
     STALE_ANSWER,
-    ProtocolError,
+    UNSUPPORTED,
+    PeerError,
     RpcError,
     RpcFailure,
+    TranslationError,
     forbidden,
     hub_error,
     internal_error,
@@ -51,7 +54,6 @@ from hub.protocol.errors import (
 )
 from hub.protocol.idmap import IdMap
 from hub.protocol.jsonrpc import RequestId
-from hub.protocol.translate import config_options_v2_to_v1, modes_from_config_options
 from hub.server.methods import ASYNC_METHODS, SYNC_METHODS, AsyncHandler, SyncHandler
 from hub.server.outbox import Outbox
 from hub.server.transport import FrameWriter
@@ -369,11 +371,17 @@ class ClientConnection:
 
     def _failure(self, exc: Exception) -> RpcError:
         """The error answering a request whose handler raised ``exc`` (call it from the
-        ``except`` block: an unexpected exception is logged with its traceback)."""
+        ``except`` block). The peer's faults and refusals get one log line; anything else is
+        our bug: ``-32603``, logged with its traceback (see ``hub.protocol.errors``)."""
         if isinstance(exc, RpcFailure):
             return exc.error
-        if isinstance(exc, ProtocolError):
+        if isinstance(exc, PeerError):
+            log.info("! %s: invalid params: %s", self.connection_id, exc)
             return invalid_params(str(exc))
+        if isinstance(exc, TranslationError):
+            # Well-formed, but the other side's protocol version cannot express it.
+            log.info("! %s: unsupported: %s", self.connection_id, exc)
+            return hub_error(UNSUPPORTED, f"Unsupported: {exc}")
         log.exception("! %s: internal error", self.connection_id)
         return internal_error()
 

@@ -2,8 +2,10 @@
 
 Each handler takes the ``ClientConnection`` and the request's params (an object) and returns
 the result, or raises ``RpcFailure`` (``SessionFailure``, ``AgentError``) with the JSON-RPC
-error to answer; a ``ProtocolError`` is answered ``-32602``. Handlers validate their params and
-call the public API of the connection, the registry and the session. The connection checks the
+error to answer; a ``PeerError`` is answered ``-32602``, a ``TranslationError`` (a request
+the other side's protocol version cannot express) ``-32048``, anything else ``-32603`` (a bug,
+logged with its traceback; ``hub.protocol.errors``). Handlers validate their params and call
+the public API of the connection, the registry and the session. The connection checks the
 caller's role (``hub.sessions.arbiter.METHOD_ROLES``) before a handler runs.
 
 ``SYNC_METHODS`` are answered inline, in the order they arrive: an attach queues its replay,
@@ -20,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from hub import __version__
 from hub.agents.errors import AgentError
+from hub.protocol.capabilities import capabilities_v2_to_v1
 from hub.protocol.errors import InvalidParams, VersionError, invalid_params
-from hub.protocol.translate import capabilities_v2_to_v1, mcp_servers_v1_to_v2
+from hub.protocol.mcp_servers import mcp_servers_v1_to_v2
 from hub.protocol.version import negotiate_as_agent
 from hub.sessions import arbiter
 from hub.sessions.errors import SessionFailure

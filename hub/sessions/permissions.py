@@ -28,12 +28,12 @@ import anyio
 
 from hub.protocol.errors import (
     InvalidParams,
-    ProtocolError,
+    PeerError,
     RpcError,
     forbidden,
     invalid_params,
 )
-from hub.protocol.translate import permission_outcome_for_agent, permission_request_v2_to_v1
+from hub.protocol.permissions import permission_outcome_for_agent, permission_request_v2_to_v1
 from hub.sessions import arbiter
 from hub.sessions.client import ClientHandle
 from hub.sessions.metrics import PERMISSION_OUTCOMES
@@ -165,7 +165,7 @@ class Permissions:
                 # The stored request has no sessionId (each copy names the hub's session id).
                 v1_params = permission_request_v2_to_v1(params)
                 params = {**v1_params, "sessionId": session.id}
-            except ProtocolError as exc:
+            except PeerError as exc:
                 log.warning(
                     "! %s: permission request not representable for v1: %s", session.id, exc
                 )
@@ -211,7 +211,7 @@ class Permissions:
             outcome = permission_outcome_for_agent(
                 result.get("outcome") if isinstance(result, dict) else None, pending.options
             )
-        except ProtocolError as exc:
+        except PeerError as exc:
             self._refuse(client, request_id, invalid_params(f"refused answer: {exc}"))
             log.warning(
                 "! %s: refused a malformed permission answer from %s: %s",

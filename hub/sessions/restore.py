@@ -29,7 +29,7 @@ import anyio
 
 from hub.agents.errors import AgentError
 from hub.protocol.compact import compact
-from hub.protocol.errors import AGENT_UNAVAILABLE, InvalidParams, ProtocolError, hub_error
+from hub.protocol.errors import AGENT_UNAVAILABLE, InvalidParams, PeerError, hub_error
 from hub.sessions import arbiter
 from hub.sessions.metrics import SessionMetrics
 from hub.sessions.session import Session, Spawner
@@ -132,7 +132,7 @@ def rebuild(
     for update in compact(session.state):
         try:
             session.v1.update(update)
-        except ProtocolError:
+        except PeerError:
             pass
     # Ids minted from here on (queue entries, permissions) must not repeat earlier ones, and
     # each of those took at least one event.

@@ -37,18 +37,19 @@ from typing import Any
 import anyio
 import orjson
 
+from hub.protocol.client_v1 import ClientV1Renderer
 from hub.protocol.compact import compact
+from hub.protocol.config_options import mode_option
 from hub.protocol.errors import (
     AGENT_UNAVAILABLE,
     SESSION_LOST,
     InvalidParams,
-    ProtocolError,
+    PeerError,
     forbidden,
     hub_error,
     invalid_params,
 )
 from hub.protocol.state import SessionState
-from hub.protocol.translate import ClientV1Renderer
 from hub.sessions import arbiter
 from hub.sessions.agent_handle import AgentHandle
 from hub.sessions.client import ClientHandle
@@ -230,7 +231,7 @@ class Session:
         v2 = self._frame(update, meta)
         try:
             v1_updates = self.v1.update(update)
-        except ProtocolError as exc:
+        except PeerError as exc:
             log.warning(
                 "! %s: no v1 rendering for %s: %s", self.id, update.get("sessionUpdate"), exc
             )
@@ -569,17 +570,10 @@ class Session:
         """Set the session mode (driver): through the agent's ``mode`` config option when it
         has one, else with v1 ``session/set_mode``."""
         self.require(client, "driver", "session/set_mode")
-        mode_option = next(
-            (
-                o
-                for o in self.state.config_options
-                if isinstance(o, dict) and o.get("category") == "mode"
-            ),
-            None,
-        )
-        if mode_option is not None:
+        option = mode_option(self.state.config_options)
+        if option is not None:
             options = await self.agent.set_config_option(
-                self.agent_session_id, mode_option["configId"], "id", mode_id
+                self.agent_session_id, option["configId"], "id", mode_id
             )
             self.emit({"sessionUpdate": "config_option_update", "configOptions": options})
         else:

@@ -31,7 +31,7 @@ from hub.protocol.errors import (
     hub_error,
     invalid_params,
 )
-from hub.protocol.translate import stop_reason_for_v1
+from hub.protocol.prompts import stop_reason_for_v1
 from hub.sessions import arbiter
 from hub.sessions.client import ClientHandle
 from hub.sessions.errors import SessionFailure

@@ -1,6 +1,6 @@
 """Validation of what agents send against the ACP v1/v2 JSON schemas
 (https://agentclientprotocol.com/protocol/schema; the files are read through
-``tests.support.require_shared``).
+``tests.support.acp_schema``).
 
 The v2 schema's open ``other`` branch accepts the removed v1 discriminators (``tool_call``,
 ``plan``, ``current_mode_update``); a v2 peer must not send them, so ``update_validator``
@@ -16,7 +16,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from tests.support import require_shared
+from tests.support import acp_schema
 
 Json = dict[str, Any]
 
@@ -25,7 +25,7 @@ REMOVED_IN_V2 = frozenset({"tool_call", "plan", "current_mode_update"})
 
 @cache
 def _defs(version: int) -> Json:
-    path = require_shared("acp-spec", "schema", f"v{version}", "schema.json")
+    path = acp_schema(version)
     schema = json.loads(path.read_text())
     defs = schema["$defs"]
     assert isinstance(defs, dict)

@@ -21,15 +21,15 @@ from typing import Any
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from tests.support import require_shared
+from tests.support import acp_schema
 
 Update = dict[str, Any]
 
 
 @functools.cache
 def v2_schema() -> dict[str, Any]:
-    """The v2 JSON schema (``tests.support.require_shared``: skips, or fails in CI, when absent)."""
-    path = require_shared("acp-spec", "schema", "v2", "schema.json")
+    """The v2 JSON schema (``tests.support.acp_schema``: skips, or fails in CI, when absent)."""
+    path = acp_schema(2)
     schema: dict[str, Any] = json.loads(path.read_text())
     return schema
 

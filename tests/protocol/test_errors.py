@@ -139,3 +139,12 @@ def test_from_dict_tolerates_malformed_objects(obj: Any, expected: RpcError) -> 
 def test_to_dict_from_dict_round_trip(code: int, message: str, data: Any) -> None:
     err = RpcError(code, message, data)
     assert RpcError.from_dict(err.to_dict()) == err
+
+
+def test_rpc_failure_carries_its_error() -> None:
+    error = errors.hub_error(errors.QUEUE_FULL, "Queue full", {"limit": 2})
+    failure = errors.RpcFailure(error)
+    assert failure.error is error
+    assert failure.code == errors.QUEUE_FULL
+    assert str(failure) == "Queue full (-32046)"
+    assert not issubclass(errors.RpcFailure, errors.ProtocolError)

@@ -12,9 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hub.protocol.checks import check
 from hub.protocol.compact import compact
 from hub.protocol.errors import InvalidParams
-from hub.protocol.state import SessionState, check
+from hub.protocol.state import SessionState
 from tests.protocol import strategies as sts
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -697,3 +698,20 @@ def test_state_size_follows_the_text_not_the_chunk_count() -> None:
     for _ in range(count):
         state.apply(chunk)
     assert state.snapshot()["timeline"][0]["content"] == [{"type": "text", "text": "word " * count}]
+
+
+def test_every_known_variant_has_one_check_and_one_fold() -> None:
+    from hub.protocol import state
+    from hub.protocol.checks import CHECKS
+    from hub.protocol.variants import (
+        HUB_UPDATES,
+        REMOVED_VARIANTS,
+        V1_UPDATES,
+        V2_UPDATES,
+    )
+
+    assert set(state._VARIANTS) == set(CHECKS) == V2_UPDATES | HUB_UPDATES
+    assert {"tool_call", "plan", "current_mode_update"} == REMOVED_VARIANTS
+    assert not REMOVED_VARIANTS & (V2_UPDATES | HUB_UPDATES)
+    assert len(V1_UPDATES) == 11
+    assert len(V2_UPDATES) == 16

@@ -27,8 +27,8 @@ import orjson
 import pytest
 from anyio.streams.text import TextReceiveStream
 
+from hub.protocol.agent_v1 import AgentV1Translator
 from hub.protocol.state import SessionState
-from hub.protocol.translate import AgentV1Translator
 from tests.server.harness import AcpClient, acp_client
 
 pytestmark = pytest.mark.anyio

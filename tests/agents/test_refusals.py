@@ -1,0 +1,50 @@
+"""Requests the hub refuses before they reach a v1 agent: malformed (``-32602``), or
+well-formed but without a v1 form (``-32048``, a refusal, not the hub's bug); either way the
+agent and the session stay usable."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hub.agents.errors import AgentError
+from hub.protocol.errors import INVALID_PARAMS, UNSUPPORTED
+from tests.agents.harness import RecordingSink, Supervised, scripted_spec, text
+
+
+async def test_v2_only_requests_are_unsupported_for_a_v1_agent_and_malformed_ones_invalid(
+    supervised: Supervised, agent_home: Path
+) -> None:
+    async with supervised(scripted_spec(agent_home, protocol=1)) as sup:
+        agent = sup.get("scripted")
+        sink = RecordingSink()
+        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+        http = {"type": "http", "name": "web", "url": "https://mcp.example/"}
+        nameless = {"type": "stdio", "command": "x"}
+        home = str(agent_home)
+        refusals: list[tuple[Callable[[], Awaitable[Any]], int]] = [
+            (lambda: agent.prompt(sid, [{"type": "_acme_chart", "points": [1]}]), UNSUPPORTED),
+            (lambda: agent.prompt(sid, [{"type": "image", "data": "AA=="}]), INVALID_PARAMS),
+            (lambda: agent.set_config_option(sid, "mode", "_acme_range", [1, 2]), UNSUPPORTED),
+            (lambda: agent.set_config_option(sid, "mode", "id", 7), INVALID_PARAMS),
+            (lambda: agent.new_session(home, [http], RecordingSink()), UNSUPPORTED),
+            (
+                lambda: agent.new_session(home, [nameless], RecordingSink()),
+                INVALID_PARAMS,
+            ),
+        ]
+        for call, code in refusals:
+            with pytest.raises(AgentError) as refused:
+                await call()
+            assert refused.value.code == code, refused.value.error
+            if code == UNSUPPORTED:
+                assert refused.value.error.data["agent"] == "scripted"
+                assert "cannot take" in refused.value.error.message
+        # Nothing reached the agent, and it still serves the session.
+        assert sink.updates == []
+        await agent.prompt(sid, text("say still here"))
+        await sink.wait_idle()
+        assert sink.text() == "still here"
