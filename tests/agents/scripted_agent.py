@@ -1021,18 +1021,23 @@ class TurnRunner:
 
     def cmd_elicit(self, rest: str) -> None:
         message_id = self.session.next_id("msg")
-        if not self.agent.elicitation_form and rest != "force":
+        force = rest == "force" or rest.startswith("force ")
+        schema_text = rest[len("force") :].strip() if force else rest.strip()
+        if not self.agent.elicitation_form and not force:
             self.chunk("agent_message_chunk", message_id, "elicit: not supported by the client")
             return
+        schema: Json = {
+            "type": "object",
+            "properties": {"name": {"type": "string", "title": "Name"}},
+            "required": ["name"],
+        }
+        if schema_text:
+            schema = json.loads(schema_text)
         params: Json = {
             "sessionId": self.session.session_id,
             "mode": "form",
             "message": "Which name should the greeting use?",
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"name": {"type": "string", "title": "Name"}},
-                "required": ["name"],
-            },
+            "requestedSchema": schema,
         }
         response = self.blocked("elicitation/create", params)
         if "error" in response:

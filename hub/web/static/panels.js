@@ -1,9 +1,12 @@
 // @ts-check
 /**
- * The side panels of a session: status, plan, permissions, people, queue, settings, usage
- * and commands. Each panel is redrawn whole when its dirty key comes up (`state`, `plans`,
- * `permissions`, `presence`, `queue`, `config`, `usage`, `commands`, plus `agent`, `lease`,
- * `policy` and `closed` for the status panel); a panel with nothing to show is hidden.
+ * The side panels of a session: status, controls, plan, permissions, people, queue, settings,
+ * usage and commands. Each panel is redrawn whole when its dirty key comes up (`state`,
+ * `plans`, `permissions`, `presence`, `queue`, `config`, `usage`, `commands`, plus `agent`,
+ * `lease`, `policy` and `closed` for the status and controls panels); a panel with nothing to
+ * show is hidden. The controls follow the page's role: drivers take and release the prompt
+ * lease, owners also give it to someone, set the session's policies, close and delete it
+ * (after a confirmation in the page). The hub checks every action again.
  */
 
 import { describeOutcome, permissionLine } from './blocks.js';
@@ -17,6 +20,9 @@ import { button, el, errorText, idPart, labelize, token } from './dom.js';
  * @typedef {{
  *   setConfig: (configId: string, type: 'id' | 'boolean', value: string | boolean) => Promise<void>,
  *   withdraw: (queueId: string) => Promise<void>,
+ *   lease: (action: 'request' | 'release' | 'grant', clientId?: string) => Promise<void>,
+ *   setPolicy: (policy: {prompt?: string, permission?: string}) => Promise<void>,
+ *   close: (remove: boolean) => Promise<void>,
  * }} PanelActions
  */
 
@@ -28,6 +34,104 @@ import { button, el, errorText, idPart, labelize, token } from './dom.js';
  *   announce: (text: string) => void,
  * }} Viewer
  */
+
+const PROMPT_POLICIES = [
+  ['queue', 'Queue prompts while the agent works'],
+  ['reject', 'Refuse prompts while the agent works'],
+  ['lease', 'Only the lease holder prompts'],
+];
+const PERMISSION_POLICIES = [
+  ['first', 'The first approver to answer'],
+  ['owner', 'Owners only'],
+  ['lease', 'The lease holder and owners'],
+];
+
+/**
+ * What an agent status means for the people watching, in words.
+ * @param {any} agent the `_hub_agent` record
+ * @returns {string}
+ */
+export function agentStatusText(agent) {
+  const name = String(agent?.agent ?? 'The agent');
+  switch (agent?.status) {
+    case 'started':
+      return `${name} is running.`;
+    case 'exited': {
+      const how = agent.signal ? `was stopped by ${agent.signal}` : agent.exitCode != null ? `exited with code ${agent.exitCode}` : 'exited';
+      return `${name} ${how}. It starts again with the next prompt, and this session continues if the agent can take it back.`;
+    }
+    case 'restarted':
+      return `${name} was restarted and took this session back: the conversation continues.`;
+    case 'lost':
+      return `${name} restarted but could not take this session back. Its history stays readable here; it cannot be prompted any more.`;
+    default:
+      return `${name}: ${labelize(agent?.status)}`;
+  }
+}
+
+/**
+ * A button that asks in the page before it acts: a first press shows the question with a
+ * confirm and a keep button (focus on keep); only the confirm button acts.
+ * @param {string} label
+ * @param {string} question
+ * @param {string} confirmLabel
+ * @param {() => Promise<void>} act
+ * @param {(error: unknown) => void} report
+ * @returns {HTMLElement}
+ */
+function confirmed(label, question, confirmLabel, act, report) {
+  const box = el('div', 'confirm');
+  const start = button(label, () => {
+    start.hidden = true;
+    ask.hidden = false;
+    keep.focus();
+  }, 'danger');
+  const ask = el('div', 'confirm-ask');
+  ask.setAttribute('role', 'group');
+  ask.setAttribute('aria-label', question);
+  ask.hidden = true;
+  const yes = button(confirmLabel, () => {
+    yes.disabled = true;
+    act().catch((error) => {
+      yes.disabled = false;
+      report(error);
+    });
+  }, 'danger confirm-yes');
+  const keep = button('Keep it', () => {
+    ask.hidden = true;
+    start.hidden = false;
+    start.focus();
+  }, 'confirm-no');
+  ask.append(el('p', 'confirm-question', question), yes, keep);
+  box.append(start, ask);
+  return box;
+}
+
+/**
+ * A labelled select whose change calls `onChange`.
+ * @param {string} id
+ * @param {string} text
+ * @param {string[][]} choices [value, label] pairs
+ * @param {string | undefined} current
+ * @param {(value: string) => void} onChange
+ * @returns {HTMLElement}
+ */
+function choice(id, text, choices, current, onChange) {
+  const row = el('div', 'form-row');
+  const label = /** @type {HTMLLabelElement} */ (el('label', '', text));
+  label.htmlFor = id;
+  const select = /** @type {HTMLSelectElement} */ (el('select'));
+  select.id = id;
+  for (const [value, name] of choices) {
+    const option = /** @type {HTMLOptionElement} */ (el('option', '', name));
+    option.value = value;
+    option.selected = value === current;
+    select.append(option);
+  }
+  select.addEventListener('change', () => onChange(select.value));
+  row.append(label, select);
+  return row;
+}
 
 const PLAN_GLYPHS = /** @type {Record<string, string>} */ ({ completed: '✓', in_progress: '▶', pending: '○' });
 
@@ -54,7 +158,10 @@ export class SidePanels {
     this.model = model;
     this.actions = actions;
     this.viewer = viewer;
+    /** @type {Map<string, string>} every client's name seen in presence, departed ones too */
+    this.names = new Map();
     this.status = panel('Status');
+    this.controls = panel('Controls');
     this.presence = panel('People');
     this.queue = panel('Queue');
     this.config = panel('Settings');
@@ -66,6 +173,7 @@ export class SidePanels {
     this.element.setAttribute('aria-label', 'Session details');
     this.element.append(
       this.status.box,
+      this.controls.box,
       this.plan.box,
       this.permissions.box,
       this.presence.box,
@@ -83,6 +191,7 @@ export class SidePanels {
    */
   render(dirty, badge) {
     if (['state', 'agent', 'closed', 'lease', 'policy'].some((key) => dirty.has(key))) this.drawStatus(badge);
+    if (['presence', 'closed', 'lease', 'policy', 'role'].some((key) => dirty.has(key))) this.drawControls();
     if (dirty.has('presence')) this.drawPresence();
     if (dirty.has('queue')) this.drawQueue();
     if (dirty.has('config')) this.drawConfig();
@@ -97,20 +206,109 @@ export class SidePanels {
     const parts = [el('p', '', `State: ${badge}`)];
     const agent = this.model.agent;
     if (agent) {
-      let text = `Agent ${String(agent.agent ?? '')}: ${labelize(agent.status)}`;
-      if (agent.exitCode != null) text += ` (exit ${agent.exitCode})`;
-      if (agent.signal) text += ` (${agent.signal})`;
-      parts.push(el('p', `agent-status agent-${token(agent.status)}`, text));
+      parts.push(el('p', `agent-status agent-${token(agent.status)}`, agentStatusText(agent)));
       if (agent.message) parts.push(el('p', 'agent-message', String(agent.message)));
     }
     if (this.model.policy) {
       parts.push(el('p', 'policy', `Prompts: ${labelize(this.model.policy.prompt)} · permissions: ${labelize(this.model.policy.permission)}`));
     }
-    const lease = this.model.lease;
-    if (lease && lease.holder) parts.push(el('p', 'lease', `Lease: ${String(lease.holder.name ?? lease.holder.clientId)}`));
-    if (this.model.closed) parts.push(el('p', 'closed', 'This session is closed.'));
+    parts.push(el('p', 'lease', `Lease: ${this.leaseText()}`));
+    const closed = this.model.closed;
+    if (closed) {
+      const by = typeof closed.by?.name === 'string' ? closed.by.name : closed.by ? this.nameOf(String(closed.by)) : null;
+      const verb = closed.deleted ? 'deleted' : 'closed';
+      parts.push(el('p', 'closed', by ? `This session was ${verb} by ${by}.` : `This session was ${verb}.`));
+    }
     this.status.body.replaceChildren(...parts);
     this.status.box.hidden = false;
+  }
+
+  /**
+   * The display name of an attached client, from presence.
+   * @param {string} clientId
+   * @returns {string}
+   */
+  nameOf(clientId) {
+    if (clientId === this.viewer.clientId()) return 'you';
+    return this.names.get(clientId) ?? clientId;
+  }
+
+  /** @returns {string} who holds the prompt lease, in words */
+  leaseText() {
+    const holder = this.model.lease?.holder;
+    if (!holder) return 'nobody holds it';
+    const you = holder.clientId === this.viewer.clientId() ? ' (you)' : '';
+    let text = `${String(holder.name ?? holder.clientId)}${you}`;
+    const expires = this.model.lease?.expiresAt;
+    if (typeof expires === 'string' && !Number.isNaN(Date.parse(expires))) {
+      text += `, until ${new Date(expires).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' })} without activity`;
+    }
+    return text;
+  }
+
+  /** The lease, policy and session controls the page's role allows. */
+  drawControls() {
+    const parts = [];
+    const report = (/** @type {unknown} */ error) => this.viewer.announce(`Not done: ${errorText(error)}`);
+    const closed = Boolean(this.model.closed);
+    if (this.viewer.may('driver') && !closed) {
+      const me = this.viewer.clientId();
+      const holder = this.model.lease?.holder;
+      const lease = el('div', 'lease-controls');
+      lease.setAttribute('role', 'group');
+      lease.setAttribute('aria-label', 'Prompt lease');
+      lease.append(el('p', 'lease-holder', `Lease: ${this.leaseText()}`));
+      const buttons = el('div', 'button-row');
+      if (holder?.clientId !== me) {
+        const take = button('Take the lease', () => this.actions.lease('request').catch(report), 'lease-request');
+        take.disabled = Boolean(holder);
+        if (holder) take.title = 'Someone else holds the lease';
+        buttons.append(take);
+      }
+      if (holder && (holder.clientId === me || this.viewer.may('owner'))) {
+        buttons.append(button(holder.clientId === me ? 'Release the lease' : 'Take the lease back', () => this.actions.lease('release').catch(report), 'lease-release'));
+      }
+      lease.append(buttons);
+      if (this.viewer.may('owner')) {
+        const drivers = this.model.presence.filter((c) => (c?.role === 'driver' || c?.role === 'owner') && c?.clientId !== holder?.clientId);
+        if (drivers.length) {
+          const row = el('div', 'form-row grant-row');
+          const label = /** @type {HTMLLabelElement} */ (el('label', '', 'Give the lease to'));
+          label.htmlFor = 'lease-grant-to';
+          const select = /** @type {HTMLSelectElement} */ (el('select'));
+          select.id = 'lease-grant-to';
+          for (const client of drivers) {
+            const option = /** @type {HTMLOptionElement} */ (el('option', '', `${String(client.name ?? client.clientId)} (${String(client.role)})${client.clientId === me ? ' — you' : ''}`));
+            option.value = String(client.clientId);
+            select.append(option);
+          }
+          const grant = button('Give', () => this.actions.lease('grant', select.value).catch(report), 'lease-grant');
+          row.append(label, select, grant);
+          lease.append(row);
+        }
+      }
+      parts.push(lease);
+    }
+    if (this.viewer.may('owner') && !closed) {
+      const policy = el('div', 'policy-controls');
+      policy.setAttribute('role', 'group');
+      policy.setAttribute('aria-label', 'Session policies');
+      const current = this.model.policy ?? {};
+      policy.append(
+        choice('policy-prompt', 'Who may prompt', PROMPT_POLICIES, current.prompt, (value) => this.actions.setPolicy({ prompt: value }).catch(report)),
+        choice('policy-permission', 'Whose answer to a permission counts', PERMISSION_POLICIES, current.permission, (value) => this.actions.setPolicy({ permission: value }).catch(report)),
+      );
+      const session = el('div', 'session-controls');
+      session.setAttribute('role', 'group');
+      session.setAttribute('aria-label', 'The session');
+      session.append(
+        confirmed('Close session', 'Close this session for everyone? The agent stops working on it.', 'Close it', () => this.actions.close(false), report),
+        confirmed('Delete session', 'Delete this session for everyone, with its history at the agent?', 'Delete it', () => this.actions.close(true), report),
+      );
+      parts.push(policy, session);
+    }
+    this.controls.body.replaceChildren(...parts);
+    this.controls.box.hidden = parts.length === 0;
   }
 
   drawPlans() {
@@ -152,6 +350,7 @@ export class SidePanels {
   drawPresence() {
     const list = el('ul', 'presence');
     for (const client of this.model.presence) {
+      if (typeof client?.clientId === 'string' && typeof client?.name === 'string') this.names.set(client.clientId, client.name);
       const item = el('li', 'presence-client');
       const you = client?.clientId && client.clientId === this.viewer.clientId() ? ' (you)' : '';
       item.append(el('span', 'presence-name', `${String(client?.name ?? client?.clientId ?? '?')}${you}`), el('span', 'presence-role', String(client?.role ?? '')));
@@ -174,7 +373,8 @@ export class SidePanels {
     for (const entry of this.model.queue) {
       const item = el('li', 'queue-entry');
       item.append(el('span', 'queue-name', String(entry?.name ?? entry?.clientId ?? '')), el('span', 'queue-preview', String(entry?.preview ?? '')));
-      if (entry?.clientId === this.viewer.clientId() && this.viewer.may('driver')) {
+      const own = entry?.clientId === this.viewer.clientId();
+      if ((own && this.viewer.may('driver')) || this.viewer.may('owner')) {
         const withdraw = button('Withdraw', () => {
           withdraw.disabled = true;
           this.actions.withdraw(String(entry.queueId)).catch((error) => {

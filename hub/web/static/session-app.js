@@ -51,7 +51,8 @@ export function initializeParams(query) {
   return {
     protocolVersion: 2,
     info: { name: CLIENT_NAME, version: CLIENT_VERSION },
-    capabilities: {},
+    // Forms and links the agent asks a person to fill or open (the page shows both).
+    capabilities: { elicitation: { form: {}, url: {} } },
     _meta: { 'acp-hub': hub },
   };
 }
@@ -73,6 +74,10 @@ export function mountSession(root, options = {}) {
   /** @type {string | null} */
   let cwd = null;
   let resumed = false;
+  /** updates received during the current catch-up, or null outside one */
+  /** @type {number | null} */
+  let replaying = null;
+  let expected = 0;
 
   /** @type {RpcConnection} */
   // eslint-disable-next-line prefer-const
@@ -98,9 +103,21 @@ export function mountSession(root, options = {}) {
       async withdraw(queueId) {
         await connection.request('_hub/queue/withdraw', { sessionId, queueId });
       },
+      async lease(action, clientId) {
+        await connection.request(`_hub/lease/${action}`, clientId ? { sessionId, clientId } : { sessionId });
+      },
+      async setPolicy(policy) {
+        await connection.request('_hub/set_policy', { sessionId, ...policy });
+      },
+      async close(remove) {
+        await connection.request(remove ? 'session/delete' : 'session/close', { sessionId });
+      },
       answer(requestId, optionId) {
         const outcome = optionId === null ? { outcome: 'cancelled' } : { outcome: 'selected', optionId };
         connection.respond(requestId, { outcome });
+      },
+      elicit(requestId, result) {
+        connection.respond(requestId, result);
       },
     },
     { embed: options.embed, sessionId },
@@ -118,8 +135,9 @@ export function mountSession(root, options = {}) {
       const result = await connection.request('session/list', next ? { cursor: next } : {});
       for (const info of Array.isArray(result?.sessions) ? result.sessions : []) {
         if (info?.sessionId === sessionId) {
-          const agent = hubMeta(info).agent;
-          if (typeof agent === 'string') view.setAgentName(agent);
+          const summary = hubMeta(info);
+          if (typeof summary.agent === 'string') view.setAgentName(summary.agent);
+          if (typeof summary.seq === 'number') expected = summary.seq;
           if (info.title && !model.info.title) {
             model.info.title = info.title;
             model.dirty.add('info');
@@ -146,11 +164,15 @@ export function mountSession(root, options = {}) {
       model.clear();
       cursor = null;
       params.replayFrom = { type: 'start' };
+      replaying = 0;
+      view.setReplay(0, expected);
     }
     let result;
     try {
       result = await connection.request('session/resume', params);
     } catch (error) {
+      replaying = null;
+      view.setReplay(null);
       if (error instanceof RpcError && error.code !== -32000) {
         view.showError(`Could not open session ${sessionId}: ${error.message}`);
         connection.stop();
@@ -160,6 +182,8 @@ export function mountSession(root, options = {}) {
     const resumeMeta = hubMeta(result);
     if (typeof resumeMeta.seq === 'number') cursor = { epoch: resumeMeta.epoch, seq: resumeMeta.seq };
     resumed = true;
+    replaying = null;
+    view.setReplay(null);
     view.schedule();
   }
 
@@ -168,6 +192,11 @@ export function mountSession(root, options = {}) {
     if (params?.sessionId !== undefined && params.sessionId !== sessionId) return;
     const update = params?.update;
     const meta = hubMeta(params);
+    if (replaying !== null && meta.replay === true) {
+      replaying += 1;
+      // The text is cheap to set; once per frame's worth of updates is plenty.
+      if (replaying % 500 === 0) view.setReplay(replaying, expected);
+    }
     if (update?.sessionUpdate === '_hub_reset') {
       model.apply(update);
       cursor = null;
@@ -200,6 +229,18 @@ export function mountSession(root, options = {}) {
         case '$/cancel_request':
           view.removeRequest(params?.requestId);
           break;
+        case 'elicitation/complete':
+          view.dialogs.completeElicitation(params?.elicitationId);
+          break;
+        case '_hub/session_closed':
+          if (params?.sessionId !== sessionId) break;
+          // The session is gone from the hub: nothing to resume, so no reconnecting.
+          model.closed = { deleted: Boolean(params?.deleted), by: params?.by ?? null };
+          model.dirty.add('closed');
+          view.schedule();
+          view.announce(`This session was ${params?.deleted ? 'deleted' : 'closed'}`);
+          connection.stop();
+          break;
         case '_hub/answer_refused':
           view.announce(`Your answer was refused: ${String(params?.error?.message ?? 'unknown reason')}`);
           break;
@@ -211,6 +252,10 @@ export function mountSession(root, options = {}) {
       switch (method) {
         case 'session/request_permission':
           if (params?.sessionId === sessionId) view.addRequest(id, params);
+          else connection.respondError(id, -32002, 'session not shown here');
+          break;
+        case 'elicitation/create':
+          if (params?.sessionId === sessionId) view.dialogs.addElicitation(id, params);
           else connection.respondError(id, -32002, 'session not shown here');
           break;
         default:

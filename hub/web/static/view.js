@@ -32,7 +32,7 @@ export { WINDOW } from './transcript.js';
 const ROLE_RANK = /** @type {Record<string, number>} */ ({ viewer: 0, approver: 1, driver: 2, owner: 3 });
 
 /** Every panel key: a reset redraws them all. */
-const PANEL_KEYS = ['state', 'presence', 'queue', 'config', 'usage', 'info', 'agent', 'lease', 'policy', 'commands', 'closed', 'permissions', 'plans'];
+const PANEL_KEYS = ['role', 'state', 'presence', 'queue', 'config', 'usage', 'info', 'agent', 'lease', 'policy', 'commands', 'closed', 'permissions', 'plans'];
 
 /**
  * Whether `role` includes `needed` (viewer < approver < driver < owner).
@@ -74,7 +74,9 @@ export class SessionView {
     });
     this.dialogs = new Dialogs(model, actions, {
       announce: (text) => this.announce(text),
-      typing: () => document.activeElement === this.input,
+      // Someone composing a prompt keeps the focus; one who just sent it does not.
+      typing: () => document.activeElement === this.input && this.input.value.trim() !== '',
+      fallbackFocus: () => (this.composer.hidden ? this.transcript.element : this.input).focus(),
     });
 
     root.classList.add('session-app');
@@ -92,8 +94,14 @@ export class SessionView {
       titleRow.append(back);
     }
     titleRow.append(this.title);
+    this.replay = el('div', 'replay');
+    this.replay.hidden = true;
+    this.replayBar = /** @type {HTMLProgressElement} */ (el('progress', 'replay-bar'));
+    this.replayBar.setAttribute('aria-label', 'Loading the session');
+    this.replayText = el('span', 'replay-text');
+    this.replay.append(this.replayBar, this.replayText);
     const statusRow = el('div', 'status-row');
-    statusRow.append(this.stateBadge, this.connection);
+    statusRow.append(this.stateBadge, this.replay, this.connection);
     this.header.append(titleRow, statusRow);
 
     this.main = el('main', 'layout');
@@ -159,10 +167,35 @@ export class SessionView {
     this.role = role;
     this.clientId = clientId;
     this.root.dataset.role = role;
-    this.composer.hidden = !this.may('driver');
-    this.model.dirty.add('queue');
-    this.model.dirty.add('config');
+    this.composer.hidden = !this.may('driver') || Boolean(this.model.closed);
+    for (const key of ['queue', 'config', 'role']) this.model.dirty.add(key);
     this.schedule();
+  }
+
+  /**
+   * Replay progress: `received` updates of a catch-up so far, of at most `expected` (the
+   * session's seq: a compacted replay is shorter), or `null` when the catch-up is over.
+   * @param {number | null} received
+   * @param {number} [expected]
+   */
+  setReplay(received, expected) {
+    if (received === null) {
+      if (!this.replay.hidden) this.announce('Session loaded');
+      this.replay.hidden = true;
+      this.root.dataset.replay = 'done';
+      return;
+    }
+    this.replay.hidden = false;
+    this.root.dataset.replay = 'loading';
+    // The compacted replay's length is not known in advance: the bar fills against the
+    // session's length, a bound, and never claims to be done before the hub says so.
+    if (expected && expected > 0) {
+      this.replayBar.max = expected;
+      this.replayBar.value = Math.min(received, expected * 0.99);
+    } else {
+      this.replayBar.removeAttribute('value');
+    }
+    this.replayText.textContent = `Loading the session: ${received.toLocaleString()} updates`;
   }
 
   /** @param {string} name */
@@ -259,6 +292,10 @@ export class SessionView {
     const changed = this.transcript.render(dirty, atBottom);
     const badge = this.stateText();
     if (['state', 'agent', 'closed', 'lease', 'policy'].some((key) => dirty.has(key))) this.drawState(badge);
+    if (dirty.has('closed') && this.model.closed) {
+      this.composer.hidden = true;
+      this.dialogs.clear();
+    }
     this.panels.render(dirty, badge);
     if (dirty.has('info')) this.drawInfo();
     if (dirty.has('permissions')) this.dialogs.sync();
