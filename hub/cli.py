@@ -35,6 +35,7 @@ from hub import __version__
 from hub.agents.spec import AgentSpec, ConfigError, load_config, parse_agent_arg
 from hub.server import logs
 from hub.server.app import GOING_AWAY, HubApp, create_app
+from hub.sessions.workspace import resolve_roots
 from hub.settings import Settings
 from hub.store import StoreError, open_store, parse_store_url
 
@@ -105,6 +106,14 @@ def _parser() -> argparse.ArgumentParser:
             default=[],
             metavar="NAME=COMMAND",
             help="define an agent (repeatable); the first one is the default",
+        )
+        p.add_argument(
+            "--workspace",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="a directory sessions may work in (repeatable; replaces workspace_roots of the "
+            "config file; demo: the current directory by default)",
         )
         p.add_argument(
             "--store",
@@ -178,6 +187,10 @@ def build(args: argparse.Namespace) -> tuple[Settings, dict[str, AgentSpec], str
         overrides["host"] = args.host
     if args.port is not None:
         overrides["port"] = args.port
+    if args.workspace:
+        overrides["workspace_roots"] = tuple(os.path.abspath(d) for d in args.workspace)
+    elif args.command == "demo" and not settings.workspace_roots:
+        overrides["workspace_roots"] = (os.getcwd(),)
     store = args.store or os.environ.get("ACP_HUB_STORE")
     if store:
         overrides["store"] = store
@@ -228,6 +241,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if not agents:
         print("acp-hub: no agents: use --agent NAME=COMMAND or --config FILE", file=sys.stderr)
+        return 2
+    if not settings.workspace_roots:
+        # Agents run commands in their session's cwd: serve never lets clients pick any path.
+        print(
+            "acp-hub: no workspace roots: set [hub] workspace_roots in the config file or use "
+            "--workspace DIR (the directories sessions may work in)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        resolve_roots(settings.workspace_roots)
+    except ValueError as exc:
+        print(f"acp-hub: {exc}", file=sys.stderr)
         return 2
     problem = _check_store(settings.store)
     if problem is not None:

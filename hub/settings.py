@@ -18,6 +18,8 @@ PermissionPolicy = Literal["first", "owner", "lease"]
 ROLES: tuple[Role, ...] = ("viewer", "approver", "driver", "owner")
 PROMPT_POLICIES: tuple[PromptPolicy, ...] = ("queue", "reject", "lease")
 PERMISSION_POLICIES: tuple[PermissionPolicy, ...] = ("first", "owner", "lease")
+McpPolicy = Literal["none", "owner", "any"]
+MCP_POLICIES: tuple[McpPolicy, ...] = ("none", "owner", "any")
 
 MIB = 1024 * 1024
 METRICS_TOKEN_MIN = 16
@@ -72,6 +74,29 @@ class Settings:
     """``_hub_presence`` lists viewers one by one while a session has at most this many;
     beyond it, viewers are only counted (clients of other roles are always listed)."""
 
+    # What clients may hand an agent, and how much they may use (docs/limits.md).
+    workspace_roots: tuple[str, ...] = ()
+    """A session's ``cwd`` must resolve (after symlinks) under one of these directories. Empty:
+    no ``cwd`` is allowed. ``acp-hub demo`` defaults to the directory it was started in;
+    ``acp-hub serve`` refuses to start without it."""
+    mcp_servers: McpPolicy = "owner"
+    """Who may pass ``mcpServers`` to an agent: ``none``, ``owner`` or ``any``."""
+    mcp_commands: tuple[str, ...] = ()
+    """When not empty, the only commands a stdio MCP server entry may run."""
+    max_sessions: int = 1000
+    """Live sessions in the hub; ``session/new`` beyond it: ``-32050``."""
+    max_sessions_per_principal: int = 100
+    """Live sessions created by one principal; beyond it: ``-32050``."""
+    max_prompt_bytes: int = 1 * MIB
+    """The largest prompt (its content blocks, encoded) a client may send: ``-32602``."""
+    max_state_bytes: int = 64 * MIB
+    """When a session's state has grown by this many bytes of appended content (messages,
+    thoughts, terminal output), new prompts are refused with ``-32050``; the turn in progress
+    still streams and nothing already received is dropped."""
+    idle_session_timeout: float = 86_400.0
+    """A session with no client attached and no turn running is closed after this many seconds
+    (``0``: never)."""
+
     # Web.
     embed_origins: tuple[str, ...] = ()
     """Origins allowed to embed ``/embed/{session}`` in a frame."""
@@ -123,7 +148,14 @@ class Settings:
                 f"metrics_token must be at least {METRICS_TOKEN_MIN} printable ASCII characters "
                 "without spaces"
             )
+        if self.mcp_servers not in MCP_POLICIES:
+            raise ValueError(f"mcp_servers must be one of {MCP_POLICIES}")
+        for name in ("max_sessions", "max_sessions_per_principal", "idle_session_timeout"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
         for name in (
+            "max_prompt_bytes",
+            "max_state_bytes",
             "outbox_bytes",
             "max_frame_bytes",
             "retained_events",

@@ -63,6 +63,7 @@ QUEUE_FULL = -32046  # the prompt queue of the session is full
 NOT_ATTACHED = -32047  # the caller is not attached to the session
 UNSUPPORTED = -32048  # the agent does not support this operation
 STALE_ANSWER = -32049  # an answer to a request that is already resolved or withdrawn
+LIMIT_REACHED = -32050  # a configured limit (sessions, session state) is reached
 
 
 class ProtocolError(Exception):

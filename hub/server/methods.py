@@ -20,13 +20,23 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from hub import __version__
 from hub.agents.errors import AgentError
 from hub.protocol.capabilities import capabilities_v2_to_v1
-from hub.protocol.errors import InvalidParams, VersionError, invalid_params
+from hub.protocol.errors import (
+    FORBIDDEN,
+    INVALID_PARAMS,
+    LIMIT_REACHED,
+    InvalidParams,
+    VersionError,
+    hub_error,
+    invalid_params,
+)
 from hub.protocol.mcp_servers import mcp_servers_v1_to_v2
 from hub.protocol.version import negotiate_as_agent
-from hub.sessions import arbiter
+from hub.sessions import arbiter, workspace
 from hub.sessions.errors import SessionFailure
 from hub.sessions.session import Replay
 from hub.settings import ROLES, Role
@@ -199,20 +209,30 @@ async def _capabilities(conn: ClientConnection) -> dict[str, Any]:
 
 
 async def _session_new(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    cwd = params.get("cwd")
-    if not isinstance(cwd, str) or not cwd.startswith("/"):
-        raise SessionFailure(invalid_params("cwd must be an absolute path"))
+    settings = conn.registry.settings
     servers = params.get("mcpServers", [])
     if servers is None:
         servers = []
-    if not isinstance(servers, list):
-        raise SessionFailure(invalid_params("mcpServers must be an array"))
+    try:
+        cwd = workspace.check_cwd(params.get("cwd"), conn.registry.workspace_roots)
+        servers = workspace.check_mcp_servers(
+            servers,
+            policy=settings.mcp_servers,
+            commands=settings.mcp_commands,
+            is_owner=conn.role == "owner",
+        )
+    except workspace.WorkspaceRefusal as exc:
+        if exc.kind == "invalid":
+            raise SessionFailure(invalid_params(exc.message)) from None
+        raise SessionFailure(
+            hub_error(FORBIDDEN, f"Forbidden: {exc.message}", {"action": "session/new"})
+        ) from None
     if conn.version < 2:
         servers = mcp_servers_v1_to_v2(servers)
     agent = _hub_meta(params).get("agent")
     if agent is not None and not isinstance(agent, str):
         raise SessionFailure(invalid_params("_meta['acp-hub'].agent must be a string"))
-    session = await conn.registry.new_session(conn, agent, cwd, servers)
+    session = await conn.registry.new_session(conn, agent, cwd, servers, creator=conn.principal)
     if conn.closed:
         return None
     # Everything from the start of the log: what the session emitted while it was created.
@@ -268,7 +288,32 @@ def _session_detach(conn: ClientConnection, params: dict[str, Any]) -> Result:
 
 async def _session_prompt(conn: ClientConnection, params: dict[str, Any]) -> Result:
     session = conn.attached_session(params.get("sessionId"))
-    return await session.prompt(conn, params.get("prompt"))
+    blocks = params.get("prompt")
+    settings = conn.registry.settings
+    try:
+        size = len(orjson.dumps(blocks))
+    except (orjson.JSONEncodeError, TypeError):
+        raise SessionFailure(
+            invalid_params("prompt cannot be encoded (nested too deep?)")
+        ) from None
+    if size > settings.max_prompt_bytes:
+        raise SessionFailure(
+            hub_error(
+                INVALID_PARAMS,
+                f"Invalid params: the prompt is {size} bytes; this hub takes at most "
+                f"{settings.max_prompt_bytes}",
+                {"limit": "max_prompt_bytes", "max": settings.max_prompt_bytes},
+            )
+        )
+    if session.state_bytes >= settings.max_state_bytes:
+        raise SessionFailure(
+            hub_error(
+                LIMIT_REACHED,
+                "This session's state is full: start a new session to go on",
+                {"limit": "max_state_bytes", "max": settings.max_state_bytes},
+            )
+        )
+    return await session.prompt(conn, blocks)
 
 
 async def _session_set_config_option(conn: ClientConnection, params: dict[str, Any]) -> Result:

@@ -17,8 +17,8 @@ import anyio
 import anyio.abc
 
 from hub.agents.errors import AgentError
-from hub.protocol.errors import invalid_params, resource_not_found
-from hub.sessions import restore
+from hub.protocol.errors import LIMIT_REACHED, hub_error, invalid_params, resource_not_found
+from hub.sessions import restore, workspace
 from hub.sessions.client import ClientHandle
 from hub.sessions.errors import SessionFailure
 from hub.sessions.metrics import SessionMetrics
@@ -51,6 +51,8 @@ class SessionRegistry:
         """Shared by every session of the registry (the hub's ``/metrics``)."""
         self.store: Store = store if store is not None else MemoryStore()
         self.sessions: dict[str, Session] = {}
+        self.workspace_roots = workspace.resolve_roots(settings.workspace_roots)
+        """The resolved ``workspace_roots`` a session's ``cwd`` must lie under."""
         self._tg: anyio.abc.TaskGroup | None = None
         self.listeners: list[Callable[[Session], None]] = []
         self._saving: set[str] = set()
@@ -62,6 +64,8 @@ class SessionRegistry:
         bring its sessions back first and leave each with a snapshot at the end."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
+            if self.settings.idle_session_timeout > 0:
+                tg.start_soon(self._reap_idle_sessions, name="idle session reaper")
             try:
                 if self.store.durable:
                     await self._restore_all()
@@ -181,9 +185,17 @@ class SessionRegistry:
             listener(session)
 
     async def new_session(
-        self, client: ClientHandle, agent_name: str | None, cwd: str, mcp_servers: list[Any]
+        self,
+        client: ClientHandle,
+        agent_name: str | None,
+        cwd: str,
+        mcp_servers: list[Any],
+        *,
+        creator: str | None = None,
     ) -> Session:
-        """Start a session on ``agent_name`` (default agent when ``None``)."""
+        """Start a session on ``agent_name`` (default agent when ``None``) for the principal
+        ``creator``; ``-32050`` when the hub or that principal holds its maximum of sessions."""
+        self._check_session_caps(creator)
         name = agent_name or self.supervisor.default_name
         if name is None:
             raise SessionFailure(invalid_params("no agent is configured"))
@@ -204,13 +216,20 @@ class SessionRegistry:
             store=self.store,
         )
         session.mcp_servers = [dict(s) for s in mcp_servers if isinstance(s, dict)]
-        session.creator = client.name
+        session.creator = creator if creator is not None else client.name
         try:
             result = await agent.new_session(cwd, mcp_servers, session)
         except AgentError as exc:
             await self._forget(session_id)
             raise SessionFailure(exc.error) from exc
         session.agent_session_id = result.session_id
+        # Checked again: other session/new requests may have finished while the agent worked.
+        try:
+            self._check_session_caps(creator)
+        except SessionFailure:
+            await self._forget(session_id)
+            self.spawn(lambda: agent.close_session(result.session_id), "close surplus session")
+            raise
         if self.store.durable:
             # In the directory before anyone learns the session's id.
             try:
@@ -228,6 +247,45 @@ class SessionRegistry:
         self._notify(session)
         return session
 
+    def _check_session_caps(self, creator: str | None) -> None:
+        settings = self.settings
+        if settings.max_sessions and len(self.sessions) >= settings.max_sessions:
+            raise SessionFailure(
+                hub_error(
+                    LIMIT_REACHED,
+                    f"This hub holds its maximum of {settings.max_sessions} sessions",
+                    {"limit": "max_sessions", "max": settings.max_sessions},
+                )
+            )
+        cap = settings.max_sessions_per_principal
+        if creator is not None and cap:
+            mine = sum(1 for s in self.sessions.values() if s.creator == creator)
+            if mine >= cap:
+                raise SessionFailure(
+                    hub_error(
+                        LIMIT_REACHED,
+                        f"You hold your maximum of {cap} sessions: close one first",
+                        {"limit": "max_sessions_per_principal", "max": cap},
+                    )
+                )
+
+    async def _reap_idle_sessions(self) -> None:
+        """Close sessions nobody is attached to and no turn runs in, once they have been idle
+        for ``idle_session_timeout`` seconds (docs/limits.md)."""
+        timeout = self.settings.idle_session_timeout
+        period = min(60.0, max(0.05, timeout / 4))
+        while True:
+            await anyio.sleep(period)
+            now = anyio.current_time()
+            for session in list(self.sessions.values()):
+                if session.attached or session.turns.busy:
+                    session.idle_since = None
+                elif session.idle_since is None:
+                    session.idle_since = now
+                elif now - session.idle_since >= timeout:
+                    log.info("= %s: closed after %.0f s without clients", session.id, timeout)
+                    await self.close(None, session, delete=False)
+
     def list(self) -> list[dict[str, Any]]:
         """The v2 ``SessionInfo`` entries of every session, with the hub's ``_meta``."""
         entries = []
@@ -242,16 +300,22 @@ class SessionRegistry:
             entries.append(entry)
         return entries
 
-    async def close(self, client: ClientHandle, session: Session, *, delete: bool) -> None:
-        """Close (and with ``delete`` forget at the agent) a session; owner only."""
-        session.require(client, "owner", "session/delete" if delete else "session/close")
+    async def close(self, client: ClientHandle | None, session: Session, *, delete: bool) -> None:
+        """Close (and with ``delete`` forget at the agent) a session; owner only. ``client``
+        ``None`` is the hub itself (an idle session reaped)."""
+        if client is not None:
+            session.require(client, "owner", "session/delete" if delete else "session/close")
         session.closed = True
         self.sessions.pop(session.id, None)
         await self._forget(session.id)
         for attachment in tuple(session.attached.values()):
             attachment.client.notify(
                 "_hub/session_closed",
-                {"sessionId": session.id, "deleted": delete, "by": client.client_id},
+                {
+                    "sessionId": session.id,
+                    "deleted": delete,
+                    "by": None if client is None else client.client_id,
+                },
             )
             session.detach(attachment.client, reason="session closed")
         try:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import orjson
@@ -103,6 +103,19 @@ class Attachment:
         self.push = self.client.outbox.push
 
 
+GROWING_VARIANTS: Final = frozenset(
+    {
+        "user_message_chunk",
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "tool_call_content_chunk",
+        "terminal_output_chunk",
+    }
+)
+"""The update variants whose content is appended to a session's state (the others replace a
+snapshot or a whole record): what ``Session.state_bytes`` counts."""
+
+
 class Session:
     """One shared session on one agent; see the module docstring.
 
@@ -152,7 +165,7 @@ class Session:
         self.mcp_servers: list[dict[str, Any]] = []
         """The v2 MCP server entries the session was created with (a resume needs them)."""
         self.creator: str | None = None
-        """The name of the client that created the session."""
+        """The principal that created the session (``None``: unknown)."""
         self.on_record: Callable[[Session], None] | None = None
         """Called when what the store's directory keeps of the session changed (policies)."""
         self._frame_head = _FRAME_OPEN + orjson.dumps(session_id) + _UPDATE_OPEN
@@ -166,6 +179,12 @@ class Session:
         self.permission_policy: PermissionPolicy = settings.permission_policy
         self.closed = False
         self.lost = False
+        self.idle_since: float | None = None
+        """Since when (``anyio.current_time()``) nobody is attached and no turn runs; kept by
+        the registry's idle-session reaper."""
+        self.state_bytes = 0
+        """Bytes of appended content folded into ``state`` (``GROWING_VARIANTS``): what the
+        ``max_state_bytes`` limit counts (snapshots replace, so they do not add up)."""
         self.metrics = metrics if metrics is not None else SessionMetrics()
         """Where the session counts and times what it does (the hub's ``/metrics``)."""
         self._counter = 0
@@ -247,6 +266,8 @@ class Session:
             v1_hub = (self._frame({"sessionUpdate": "_hub_v2", "update": update}, meta),)
         else:
             v1_hub = v1
+        if variant in GROWING_VARIANTS:
+            self.state_bytes += len(v2)
         message_id = update.get("messageId")
         origin = origin if variant in USER_MESSAGE_VARIANTS else None
         self.log.append_row(

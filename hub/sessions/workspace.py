@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from hub.settings import McpPolicy
+
 __all__ = [
     "MAX_CWD_BYTES",
     "McpPolicy",
@@ -33,8 +35,6 @@ __all__ = [
     "resolve_roots",
 ]
 
-McpPolicy = Literal["none", "owner", "any"]
-MCP_POLICIES: tuple[McpPolicy, ...] = ("none", "owner", "any")
 
 MAX_CWD_BYTES = 4096
 """The longest ``cwd`` accepted (Linux's ``PATH_MAX``)."""

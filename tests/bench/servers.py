@@ -171,6 +171,7 @@ def start_hub(
         # An argument: the hub passes its agents only a few of its environment variables.
         agent += " --cpus " + ",".join(str(c) for c in sorted(agent_cpus))
     argv = [str(exe), "serve", "--host", "127.0.0.1", "--port", "0", "--agent", agent]
+    argv += ["--workspace", str(ROOT)]
     if config is not None:
         argv += ["--config", str(config)]
     argv += extra or []

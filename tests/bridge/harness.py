@@ -43,6 +43,7 @@ from starlette.applications import Starlette
 from hub.agents.spec import AgentSpec
 from hub.server.app import HubApp, create_app
 from hub.settings import Settings
+from tests.server.harness import with_workspace
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 30.0
@@ -287,7 +288,7 @@ async def listener_hub(
     agents: list[AgentSpec], settings: Settings | None = None
 ) -> AsyncIterator[Listener]:
     """A started ``Listener`` on an ephemeral port; the hub's lifespan spans the block."""
-    settings = settings or Settings()
+    settings = with_workspace(settings or Settings())
     app, hub = create_app(settings, {a.name: a for a in agents})
     async with hub.lifespan(app), anyio.create_task_group() as tg:
         listener = Listener(app, hub, settings, tg)

@@ -11,7 +11,7 @@ import math
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,14 @@ def scripted_agent(name: str = "scripted", protocol: int | str = 2, *flags: str)
     )
 
 
+def with_workspace(settings: Settings) -> Settings:
+    """``settings`` with ``/`` as the workspace root unless the test chose roots: the suite's
+    sessions work in ``/tmp`` and in temporary directories (tests of the roots set their own)."""
+    if settings.workspace_roots:
+        return settings
+    return replace(settings, workspace_roots=("/",))
+
+
 @dataclass
 class HubHandle:
     url: str
@@ -58,7 +66,7 @@ async def running_hub(
     """Serve the hub on 127.0.0.1 with an ephemeral port for the duration of the block."""
     if isinstance(agents, list):
         agents = {a.name: a for a in agents}
-    settings = settings or Settings()
+    settings = with_workspace(settings or Settings())
     app, hub = create_app(settings, agents, default)
     config = uvicorn.Config(
         app,

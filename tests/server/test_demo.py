@@ -69,6 +69,7 @@ async def demo_hub(tmp_path: Path, *args: str) -> AsyncIterator[Demo]:
         process = await anyio.open_process(
             [str(ACP_HUB), "demo", "--port", "0", *args],
             env=_env(tmp_path),
+            cwd=tmp_path,  # the demo's workspace root: the directory it was started in
             stdin=subprocess.DEVNULL,
             stderr=err,
         )
@@ -257,6 +258,7 @@ async def test_demo_turn_then_sigint(
     tmp_path: Path, client_version: int, agent_protocol: str
 ) -> None:
     cwd = tmp_path / "project"
+    cwd.mkdir()  # under the demo's workspace root (the directory it was started in)
     async with demo_hub(tmp_path, "--protocol", agent_protocol) as demo:
         async with acp_client(demo.url, client_version) as client, acp_client(demo.url) as watcher:
             assert client.init_result["protocolVersion"] == client_version
@@ -349,3 +351,16 @@ async def test_serve_reports_a_missing_config_file(tmp_path: Path) -> None:
     code, _, stderr = await run_cli(tmp_path, "serve", "--config", str(config))
     assert code == 2
     assert stderr.strip() == f"acp-hub: {config}: cannot read: No such file or directory"
+
+
+async def test_serve_without_workspace_roots_exits_2(tmp_path: Path) -> None:
+    code, stdout, stderr = await run_cli(tmp_path, "serve", "--port", "0", "--agent", "a=true")
+    assert code == 2
+    assert stdout == ""
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith("acp-hub: no workspace roots:"), line
+    code, _, stderr = await run_cli(
+        tmp_path, "serve", "--agent", "a=true", "--workspace", str(tmp_path / "missing")
+    )
+    assert code == 2
+    assert "is not a directory" in stderr
