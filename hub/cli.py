@@ -242,6 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not agents:
         print("acp-hub: no agents: use --agent NAME=COMMAND or --config FILE", file=sys.stderr)
         return 2
+    problem = _check_store(settings.store)
+    if problem is not None:
+        print(f"acp-hub: {problem}", file=sys.stderr)
+        return 2
     if not settings.workspace_roots:
         # Agents run commands in their session's cwd: serve never lets clients pick any path.
         print(
@@ -254,10 +258,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         resolve_roots(settings.workspace_roots)
     except ValueError as exc:
         print(f"acp-hub: {exc}", file=sys.stderr)
-        return 2
-    problem = _check_store(settings.store)
-    if problem is not None:
-        print(f"acp-hub: {problem}", file=sys.stderr)
         return 2
     app, hub = create_app(settings, agents, default)
     config = uvicorn.Config(
