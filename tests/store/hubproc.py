@@ -79,8 +79,10 @@ async def hub_process(
     env["HOME"] = str(workdir)
     with stderr.open("ab") as err:
         process = await anyio.open_process(
-            [str(ACP_HUB), "serve", "--port", "0", "--store", store, "--agent", agent]
-            + ["--workspace", "/", *extra],
+            [
+                *(str(ACP_HUB), "serve", "--port", "0", "--store", store, "--agent", agent),
+                *("--workspace", "/", *extra),
+            ],
             env=env,
             cwd=workdir,
             stdin=subprocess.DEVNULL,
