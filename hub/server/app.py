@@ -1,4 +1,5 @@
-"""The Starlette application: ``/acp`` (WebSocket), the web UI, health and readiness.
+"""The Starlette application: ``/acp`` (WebSocket, and Streamable HTTP through
+``hub.server.streamable``), the web UI, health and readiness.
 
 ``create_app`` builds the app from settings and agent definitions. Its lifespan starts the
 agent supervisor and the session registry; ``HubApp.close_connections`` closes every client
@@ -15,6 +16,8 @@ from contextlib import asynccontextmanager
 from importlib.resources.abc import Traversable
 from typing import Any
 
+import anyio
+import anyio.abc
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -30,6 +33,7 @@ from hub.server import transport
 from hub.server.connection import ClientConnection
 from hub.server.logs import client_context
 from hub.server.metrics import HubMetrics
+from hub.server.streamable import HttpConnection, StreamableHttp
 from hub.server.transport import AsgiFrameWriter
 from hub.server.web import web_routes
 from hub.sessions.registry import SessionRegistry
@@ -73,6 +77,8 @@ class HubApp:
         self.registry: SessionRegistry | None = None
         self.store: Store = open_store(settings.store)
         self.metrics = HubMetrics(self)
+        self.http = StreamableHttp(self)
+        self._http_tasks: anyio.abc.TaskGroup | None = None
 
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -90,13 +96,20 @@ class HubApp:
             registry = SessionRegistry(
                 self.settings, supervisor, self.store, metrics=self.metrics.sessions
             )
-            async with registry.running():
+            async with registry.running(), anyio.create_task_group() as http_tasks:
                 self.registry = registry
+                self._http_tasks = http_tasks
                 try:
                     yield
                 finally:
                     self.close_connections(GOING_AWAY, "the hub is shutting down")
                     self.registry = None
+                    self._http_tasks = None
+                    # HTTP connections end with their streams; the rest is cut short.
+                    with anyio.move_on_after(5):
+                        while self.http.connections:  # noqa: ASYNC110 - no event to wait on
+                            await anyio.sleep(0.01)
+                    http_tasks.cancel_scope.cancel()
             self.supervisor = None
 
     def close_connections(self, code: int, reason: str) -> None:
@@ -156,6 +169,29 @@ class HubApp:
             code = conn.outbox.close_code
             self.metrics.closed(code if code is not None else next(iter(client_code), None))
             log.info("= %s: disconnected", conn.connection_id)
+
+    def start_connection(self, http: HttpConnection) -> None:
+        """Run a Streamable HTTP client's connection in the hub's task group."""
+        if self._http_tasks is None:
+            http.conn.close(GOING_AWAY, "the hub is shutting down")
+            self.http.forget(http)
+            return
+
+        async def serve() -> None:
+            conn = http.conn
+            with client_context(conn.connection_id, conn.principal):
+                log.info("= %s: HTTP connection opened", conn.connection_id)
+                self.metrics.connections_opened.labels("http").inc()
+                self.connections.add(conn)
+                try:
+                    await http.run()
+                finally:
+                    self.connections.discard(conn)
+                    self.http.forget(http)
+                    self.metrics.closed(conn.outbox.close_code)
+                    log.info("= %s: HTTP connection closed", conn.connection_id)
+
+        self._http_tasks.start_soon(serve, name=f"http {http.connection_id}")
 
     def origin_allowed(self, origin: str, host: str | None) -> bool:
         """Browser upgrades must come from the hub's own origin or a configured embedding
@@ -225,6 +261,8 @@ def create_app(
     hub = HubApp(settings, agents, default_agent)
     routes: list[BaseRoute] = [
         WebSocketRoute("/acp", _AcpEndpoint(hub)),
+        # The Streamable HTTP profile of the same endpoint (GET without Upgrade is SSE).
+        Route("/acp", hub.http, methods=["GET", "POST", "DELETE"]),
         Route("/healthz", hub.health),
         Route("/readyz", hub.readiness),
         Route("/metrics", hub.metrics.endpoint),

@@ -1,4 +1,4 @@
-"""One WebSocket client of ``/acp``: the hub speaking ACP as an agent.
+"""One client of ``/acp`` (WebSocket, or Streamable HTTP): the hub speaking ACP as an agent.
 
 Theory of operation
 -------------------
@@ -18,6 +18,11 @@ agent (new, prompt, config, close) runs in the connection's task group, where
 ``$/cancel_request`` can cancel it. Responses from the client answer the hub's own requests
 (permission copies, elicitations) through an ``IdMap``.
 
+The transport is the outbox's business: a WebSocket connection gets an ``Outbox`` over its
+socket's ``FrameWriter``; a Streamable HTTP connection (``hub.server.streamable``) passes its
+own ``ConnectionOutbox``, which routes each frame to the SSE stream it belongs on, each stream
+being an ``Outbox`` of its own. Everything else (roles, limits, arbitration) is the same.
+
 The method handlers live in ``hub.server.methods``; they use this class's public API
 (``identify``, ``attach``, ``attached_session``, ``detach_session``, ``forget_session``,
 ``config_result``) and the session's, never private state.
@@ -27,9 +32,9 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -67,6 +72,30 @@ from hub.settings import Role, Settings, role_rank
 log = logging.getLogger("hub.server")
 
 
+class ConnectionOutbox(Protocol):
+    """What the connection needs from its outbox (``hub.server.outbox.Outbox`` is one; see
+    there for the contract of each call)."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def close_code(self) -> int | None: ...
+
+    @property
+    def queued_bytes(self) -> int: ...
+
+    def push(self, frame: bytes, *, bounded: bool = True) -> bool: ...
+
+    def push_pages(self, pages: Iterable[bytes]) -> bool: ...
+
+    def close(self, code: int, reason: str) -> None: ...
+
+    def finish(self) -> None: ...
+
+    async def run(self) -> None: ...
+
+
 class ConnectionState(Enum):
     NEW = "new"
     READY = "ready"
@@ -74,13 +103,16 @@ class ConnectionState(Enum):
 
 
 class ClientConnection:
-    """The hub's side of one ``/acp`` WebSocket; implements ``ClientHandle``."""
+    """The hub's side of one ``/acp`` client; implements ``ClientHandle``.
+
+    Give it the ``writer`` of a WebSocket, or a ready ``outbox`` (another transport)."""
 
     def __init__(
         self,
         registry: SessionRegistry,
-        writer: FrameWriter,
+        writer: FrameWriter | None = None,
         *,
+        outbox: ConnectionOutbox | None = None,
         settings: Settings,
         role: Role,
         principal: str = "local",
@@ -100,7 +132,11 @@ class ClientConnection:
         self._hub_events = False
         self._batches = False
         self.state = ConnectionState.NEW
-        self._outbox = Outbox(writer, settings.outbox_bytes, name=self.connection_id)
+        if outbox is None:
+            if writer is None:
+                raise ValueError("a connection needs a writer or an outbox")
+            outbox = Outbox(writer, settings.outbox_bytes, name=self.connection_id)
+        self._outbox: ConnectionOutbox = outbox
         self._requests: IdMap[ReplyHandler] = IdMap()
         self._inflight: dict[Any, anyio.CancelScope] = {}
         self.sessions: dict[str, Session] = {}
@@ -143,7 +179,7 @@ class ClientConnection:
         return self._batches
 
     @property
-    def outbox(self) -> Outbox:
+    def outbox(self) -> ConnectionOutbox:
         return self._outbox
 
     def request(self, method: str, params: dict[str, Any], on_reply: ReplyHandler) -> RequestId:
@@ -471,6 +507,12 @@ class ClientConnection:
         result = self.config_result(session.config_options)
         result["_meta"] = {"acp-hub": {**cursor, "agent": session.agent_name}}
         return result
+
+    def reattach(self, session: Session, after: tuple[int, int]) -> None:
+        """Attach again to ``session`` from the cursor ``after`` (a stream of another transport
+        lost what it held): the events after it are queued again."""
+        self.attach(session, replay="after", after=after)
+        self._flush_announcements()
 
     def detach_session(self, session: Session) -> None:
         """Detach this client from ``session`` (``session/detach``)."""

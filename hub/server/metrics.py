@@ -74,6 +74,7 @@ class HubMetrics:
             registry=self.registry,
         )
         self.connections_opened.labels("websocket")
+        self.connections_opened.labels("http")
         ProcessCollector(registry=self.registry)
         self.registry.register(_StateCollector(hub))
 

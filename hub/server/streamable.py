@@ -1,0 +1,558 @@
+"""The Streamable HTTP profile of ``/acp`` (the ACP transport RFD): POST, GET (SSE), DELETE.
+
+Theory of operation
+-------------------
+An HTTP client is a ``ClientConnection`` like a WebSocket client: the same method table, roles,
+limits and arbitration. Only its outbox differs. ``StreamOutbox`` satisfies the connection's
+``ConnectionOutbox`` and routes every frame to the stream it belongs on, each stream being an
+``Outbox`` (byte-bounded, slow consumers closed) over an ``SseWriter`` (``hub.server.sse``):
+
+* the connection's stream (a GET with ``Acp-Connection-Id`` alone) carries the answers to
+  connection-level requests (``session/new``, ``session/load``, ``session/resume``,
+  ``session/list``...) and notifications that name no session;
+* a session's stream (a GET with ``Acp-Session-Id`` too) carries that session's updates, the
+  hub's requests about it (permission requests, elicitations) and their withdrawals, and the
+  answers to the session-scoped requests (``session/prompt``, ``session/cancel``,
+  ``session/set_mode``, ``session/set_config_option``, ``session/close``).
+
+A frame for a stream that no GET reads yet waits in that stream's outbox (a client opens a
+session's stream once it learnt the session's id from the answer on the connection's stream).
+The answer to ``initialize`` is the one that does not travel on a stream: it is the POST's
+``200`` body, with the ``Acp-Connection-Id`` header (and an ``acp-connection`` cookie, which the
+hub honours in place of the header). Every other POST is answered ``202`` once the connection
+took the message. ``DELETE`` closes the connection.
+
+The connection's message loop (``ClientConnection.run``) runs in the hub's task group and
+reads what POSTs hand it through a bounded channel, so a client that posts faster than the hub
+handles waits on its POSTs. A connection with no GET open and no POST for ``IDLE_TIMEOUT``
+seconds is closed (its sessions go on; it resumes them on a new connection).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Iterable, Iterator
+from itertools import chain
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+import orjson
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from hub.server.connection import ClientConnection
+from hub.server.outbox import Outbox
+from hub.server.sse import SseWriter, cursor_of
+from hub.sessions.errors import SessionFailure
+from hub.sessions.registry import SessionRegistry
+from hub.settings import Role, Settings
+
+log = logging.getLogger("hub.server")
+
+CONNECTION_HEADER = "acp-connection-id"
+SESSION_HEADER = "acp-session-id"
+COOKIE = "acp-connection"
+IDLE_TIMEOUT = 300.0
+"""Seconds an HTTP connection lives with no GET reading it and no POST."""
+INBOX_FRAMES = 64
+"""Messages a connection takes ahead of handling them before its POSTs wait."""
+NORMAL_CLOSE = 1000
+GOING_AWAY = 1001
+
+# Requests that name an existing session and are answered on its stream (the RFD's list, as
+# the SDKs send them with `Acp-Session-Id`).
+SESSION_SCOPED = frozenset(
+    {
+        "session/prompt",
+        "session/cancel",
+        "session/set_mode",
+        "session/set_config_option",
+        "session/close",
+    }
+)
+_UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"'
+
+
+class StreamOutbox:
+    """A ``ConnectionOutbox`` that routes each frame to its stream (see the module docs)."""
+
+    def __init__(self, settings: Settings, name: str) -> None:
+        self._settings = settings
+        self._name = name
+        self.streams: dict[str | None, Outbox] = {}
+        self.writers: dict[str | None, SseWriter] = {}
+        self._answers_to: dict[Any, str | None] = {}
+        self._requests_on: dict[Any, str | None] = {}
+        self._waiting: dict[Any, list[bytes]] = {}
+        self._waiter = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._closing: tuple[int, str] | None = None
+        self._finished = False
+        self._done = anyio.Event()
+        self.stream(None)
+
+    # -- streams -----------------------------------------------------------------------------
+
+    def stream(self, session_id: str | None) -> Outbox:
+        """The outbox of the connection's stream (``None``) or of a session's, made on demand."""
+        outbox = self.streams.get(session_id)
+        if outbox is None:
+            name = self._name if session_id is None else f"{self._name}/{session_id}"
+            writer = SseWriter(
+                session=session_id is not None,
+                retain_bytes=self._settings.outbox_bytes,
+                name=name,
+            )
+            outbox = Outbox(writer, self._settings.outbox_bytes, name=name)
+            self.streams[session_id] = outbox
+            self.writers[session_id] = writer
+            if self._tg is not None:
+                self._tg.start_soon(self._run_stream, session_id, outbox)
+        return outbox
+
+    def reset_stream(self, session_id: str) -> Outbox:
+        """Drop what waits for ``session_id``'s stream and start it afresh (a resume from a
+        cursor the stream no longer keeps will queue the session's events again)."""
+        old = self.streams.pop(session_id, None)
+        self.writers.pop(session_id, None)
+        if old is not None:
+            old.finish()
+        return self.stream(session_id)
+
+    def expect_answer(self, request_id: Any, session_id: str | None) -> None:
+        """The answer to the client's request ``request_id`` goes on ``session_id``'s stream
+        (``None``: the connection's)."""
+        self._answers_to[_key(request_id)] = session_id
+
+    def hold_answer(self, request_id: Any) -> None:
+        """The answer to ``request_id`` is the POST's own body (``initialize``)."""
+        self._waiting[_key(request_id)] = []
+
+    async def held_answer(self, request_id: Any) -> bytes:
+        """Wait for the answer ``hold_answer`` kept for the POST."""
+        key = _key(request_id)
+        while not self._waiting.get(key):
+            if self.closed:
+                raise anyio.ClosedResourceError
+            waiter = self._waiter
+            await waiter.wait()
+        return self._waiting.pop(key)[0]
+
+    def _route(self, frame: bytes) -> tuple[str, Any]:
+        """``("stream", session id or None)`` or ``("post", request id)`` for ``frame``."""
+        if frame.startswith(_UPDATE_PREFIX):
+            end = frame.find(b'"', len(_UPDATE_PREFIX))
+            return "stream", frame[len(_UPDATE_PREFIX) : end].decode()
+        try:
+            obj = orjson.loads(frame)
+        except orjson.JSONDecodeError:
+            return "stream", None
+        if not isinstance(obj, dict):
+            return "stream", None
+        params = obj.get("params")
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        session_id = session_id if isinstance(session_id, str) else None
+        if "method" in obj:
+            if obj["method"] == "$/cancel_request" and isinstance(params, dict):
+                # Withdrawing a hub request: on the stream the request went on.
+                return "stream", self._requests_on.pop(_key(params.get("requestId")), None)
+            if "id" in obj:
+                self._requests_on[_key(obj["id"])] = session_id
+            return "stream", session_id
+        request_id = _key(obj.get("id"))
+        if request_id in self._waiting and not self._waiting[request_id]:
+            return "post", request_id
+        return "stream", self._answers_to.pop(_key(request_id), None)
+
+    # -- ConnectionOutbox ----------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closing is not None or self._finished
+
+    @property
+    def close_code(self) -> int | None:
+        return None if self._closing is None else self._closing[0]
+
+    @property
+    def queued_bytes(self) -> int:
+        return sum(o.queued_bytes for o in self.streams.values())
+
+    def push(self, frame: bytes, *, bounded: bool = True) -> bool:
+        if self.closed:
+            return False
+        kind, target = self._route(frame)
+        if kind == "post":
+            self._waiting[target].append(frame)
+            self._waiter.set()
+            self._waiter = anyio.Event()
+            return True
+        return self.stream(target).push(frame, bounded=bounded)
+
+    def push_pages(self, pages: Iterable[bytes]) -> bool:
+        if self.closed:
+            return False
+        pages = iter(pages)
+        first = next(pages, None)
+        if first is None:
+            return True
+        _, target = self._route(first)  # a replay: every page is for one session
+        return self.stream(target).push_pages(_prepend(first, pages))
+
+    def close(self, code: int, reason: str) -> None:
+        if self.closed:
+            return
+        self._closing = (code, reason)
+        for outbox in self.streams.values():
+            outbox.close(code, reason)
+        self._waiter.set()
+
+    def finish(self) -> None:
+        self._finished = True
+        for outbox in self.streams.values():
+            outbox.finish()
+        self._waiter.set()
+
+    async def run(self) -> None:
+        """Run every stream's writer until the connection closes."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            for session_id, outbox in list(self.streams.items()):
+                tg.start_soon(self._run_stream, session_id, outbox)
+            await self._done.wait()
+            tg.cancel_scope.cancel()
+
+    async def _run_stream(self, session_id: str | None, outbox: Outbox) -> None:
+        await outbox.run()
+        if outbox.close_code is not None and self._closing is None:
+            # One stream closed itself (a slow consumer): the connection goes with it, as a
+            # WebSocket would, and the client resumes with its cursor.
+            self.close(outbox.close_code, "slow consumer: resume with your cursor")
+        if self.closed and all(o.closed for o in self.streams.values()):
+            self._done.set()
+
+
+def _key(request_id: Any) -> Any:
+    return request_id if isinstance(request_id, str | int) else repr(request_id)
+
+
+def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    return chain((first,), rest)
+
+
+class HttpConnection:
+    """One Streamable HTTP client: its ``ClientConnection``, outbox and inbound channel."""
+
+    def __init__(
+        self, registry: SessionRegistry, settings: Settings, role: Role, principal: str
+    ) -> None:
+        connection_id = f"c-{secrets.token_hex(16)}"
+        self.outbox = StreamOutbox(settings, connection_id)
+        self.conn = ClientConnection(
+            registry,
+            outbox=self.outbox,
+            settings=settings,
+            role=role,
+            principal=principal,
+            connection_id=connection_id,
+        )
+        self.inbox: MemoryObjectSendStream[str]
+        self._inbound: MemoryObjectReceiveStream[str]
+        self.inbox, self._inbound = anyio.create_memory_object_stream[str](INBOX_FRAMES)
+        self.last_activity = anyio.current_time()
+        self.open_gets = 0
+        self.ended = anyio.Event()
+
+    @property
+    def connection_id(self) -> str:
+        return self.conn.connection_id
+
+    async def _receive_text(self) -> str | None:
+        try:
+            return await self._inbound.receive()
+        except anyio.EndOfStream:
+            return None
+
+    async def run(self) -> None:
+        """The connection's message loop, and its idle watch."""
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def watch_idle() -> None:
+                    while True:
+                        await anyio.sleep(IDLE_TIMEOUT / 4)
+                        idle = anyio.current_time() - self.last_activity
+                        if self.open_gets == 0 and idle > IDLE_TIMEOUT:
+                            log.info("= %s: idle, closing", self.connection_id)
+                            self.conn.close(GOING_AWAY, "idle: no stream open and no request")
+                            return
+
+                tg.start_soon(watch_idle)
+                await self.conn.run(self._receive_text)
+                tg.cancel_scope.cancel()
+        finally:
+            self.inbox.close()
+            self._inbound.close()
+            self.ended.set()
+
+    async def post(self, text: str) -> None:
+        self.last_activity = anyio.current_time()
+        await self.inbox.send(text)
+
+
+def session_for_get(registry: SessionRegistry, session_id: str) -> bool:
+    """Whether a session stream may be opened for ``session_id``: the hub has the session."""
+    try:
+        registry.get(session_id)
+    except SessionFailure:
+        return False
+    return True
+
+
+def json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    """A plain HTTP error with a JSON body ``{"error": message}`` (no JSON-RPC message)."""
+    return Response(
+        orjson.dumps({"error": message}),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
+    )
+
+
+def connection_id_of(request: Request | Scope) -> str | None:
+    """``Acp-Connection-Id``, else the ``acp-connection`` cookie."""
+    req = request if isinstance(request, Request) else Request(request)
+    return req.headers.get(CONNECTION_HEADER) or req.cookies.get(COOKIE)
+
+
+async def drain(receive: Receive) -> None:
+    """Wait until the client of a streaming response disconnects."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+class HubLike(Protocol):
+    """What the endpoint needs from the running hub (``hub.server.app.HubApp``)."""
+
+    settings: Settings
+    registry: SessionRegistry | None
+    connections: set[ClientConnection]
+
+    def origin_allowed(self, origin: str, host: str | None) -> bool: ...
+
+    def start_connection(self, http: HttpConnection) -> None: ...
+
+
+class StreamableHttp:
+    """The ASGI endpoint of ``POST``, ``GET`` (without ``Upgrade``) and ``DELETE`` on ``/acp``."""
+
+    def __init__(self, hub: HubLike) -> None:
+        self.hub = hub
+        self.connections: dict[str, HttpConnection] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        registry = self.hub.registry
+        origin = request.headers.get("origin")
+        if registry is None:
+            response: Response = json_error(503, "the hub is starting or stopping")
+        elif origin is not None and not self.hub.origin_allowed(
+            origin, request.headers.get("host")
+        ):
+            # A page of another site must not drive the hub with the user's role.
+            log.warning("! refused an HTTP request from origin %r", origin)
+            response = json_error(403, "origin not allowed")
+        elif request.method == "GET":
+            await self.get(request, registry, scope, receive, send)
+            return
+        elif request.method == "POST":
+            response = await self.post(request, registry)
+        elif request.method == "DELETE":
+            response = self.delete(request)
+        else:
+            response = json_error(405, "use POST, GET or DELETE", {"allow": "POST, GET, DELETE"})
+        await response(scope, receive, send)
+
+    def _connection(self, request: Request) -> HttpConnection | Response:
+        connection_id = connection_id_of(request)
+        if connection_id is None:
+            return json_error(400, "Acp-Connection-Id is required: POST initialize first")
+        http = self.connections.get(connection_id)
+        if http is None or http.conn.closed:
+            return json_error(404, "unknown or closed connection: initialize again")
+        return http
+
+    # -- POST ------------------------------------------------------------------------------
+
+    async def post(self, request: Request, registry: SessionRegistry) -> Response:
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type != "application/json":
+            return json_error(415, "Content-Type must be application/json")
+        limit = self.hub.settings.max_frame_bytes
+        body = bytearray()
+        async for chunk in request.stream():
+            body.extend(chunk)
+            if len(body) > limit:
+                return json_error(413, f"a message may not exceed {limit} bytes")
+        try:
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            return _rpc_error(400, -32700, "Parse error", str(exc))
+        if isinstance(message, list):
+            return json_error(501, "batch requests are not supported over HTTP")
+        if not isinstance(message, dict):
+            return _rpc_error(400, -32600, "Invalid request", "a JSON-RPC message is an object")
+        method = message.get("method")
+        request_id = message.get("id")
+        is_request = isinstance(method, str) and "id" in message
+        if connection_id_of(request) is None and method == "initialize" and is_request:
+            return await self.initialize(registry, message, request_id)
+        found = self._connection(request)
+        if isinstance(found, Response):
+            return found
+        http = found
+        session_id = request.headers.get(SESSION_HEADER)
+        params = message.get("params")
+        named = params.get("sessionId") if isinstance(params, dict) else None
+        if method in SESSION_SCOPED:
+            if session_id is None:
+                return json_error(400, f"Acp-Session-Id is required for {method}")
+            if named != session_id:
+                return json_error(400, "Acp-Session-Id does not match params.sessionId")
+        if is_request:
+            http.outbox.expect_answer(request_id, session_id if method in SESSION_SCOPED else None)
+        try:
+            await http.post(body.decode())
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return json_error(404, "the connection closed: initialize again")
+        return Response(status_code=202)
+
+    async def initialize(
+        self, registry: SessionRegistry, message: dict[str, Any], request_id: Any
+    ) -> Response:
+        params = message.get("params")
+        if isinstance(params, dict):
+            meta = params.get("_meta")
+            hub_meta = meta.get("acp-hub") if isinstance(meta, dict) else None
+            if isinstance(hub_meta, dict):
+                # One message per SSE event: batches would need the client to split them.
+                hub_meta.pop("batches", None)
+        settings = self.hub.settings
+        http = HttpConnection(registry, settings, settings.default_role, "local")
+        self.connections[http.connection_id] = http
+        self.hub.start_connection(http)
+        http.outbox.hold_answer(request_id)
+        await http.post(orjson.dumps(message).decode())
+        try:
+            with anyio.fail_after(settings.ping_timeout + 30):
+                frame = await http.outbox.held_answer(request_id)
+        except (TimeoutError, anyio.ClosedResourceError):
+            http.conn.close(GOING_AWAY, "initialize did not complete")
+            return json_error(503, "initialize did not complete")
+        if b'"error":' in frame and orjson.loads(frame).get("error") is not None:
+            http.conn.close(NORMAL_CLOSE, "initialize failed")
+        response = Response(
+            frame,
+            status_code=200,
+            media_type="application/json",
+            headers={"Acp-Connection-Id": http.connection_id},
+        )
+        # Clients of the RFD keep cookies for the connection's life; the hub takes this one in
+        # place of the header (never across sites: SameSite=Strict).
+        response.set_cookie(
+            COOKIE, http.connection_id, path="/acp", httponly=True, samesite="strict"
+        )
+        return response
+
+    def forget(self, http: HttpConnection) -> None:
+        self.connections.pop(http.connection_id, None)
+
+    # -- DELETE ----------------------------------------------------------------------------
+
+    def delete(self, request: Request) -> Response:
+        found = self._connection(request)
+        if isinstance(found, Response):
+            return found
+        found.conn.close(NORMAL_CLOSE, "the client ended the connection")
+        return Response(status_code=202)
+
+    # -- GET -------------------------------------------------------------------------------
+
+    async def get(
+        self,
+        request: Request,
+        registry: SessionRegistry,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        if "text/event-stream" not in request.headers.get("accept", ""):
+            await json_error(406, "Accept must include text/event-stream")(scope, receive, send)
+            return
+        found = self._connection(request)
+        if isinstance(found, Response):
+            await found(scope, receive, send)
+            return
+        http = found
+        session_id = request.headers.get(SESSION_HEADER)
+        if session_id is not None and not session_for_get(registry, session_id):
+            await json_error(404, f"unknown session {session_id}")(scope, receive, send)
+            return
+        last_event_id = request.headers.get("last-event-id")
+        http.outbox.stream(session_id)
+        writer = http.outbox.writers[session_id]
+        resume_from: tuple[int, int] | None = None
+        if last_event_id and session_id is not None and not writer.keeps(last_event_id):
+            # Older than what the stream keeps (or from another connection): the session's
+            # cursor in the id resumes its events; what waited for the stream is dropped.
+            session = http.conn.sessions.get(session_id)
+            resume_from = cursor_of(last_event_id)
+            if session is not None and resume_from is not None:
+                http.outbox.reset_stream(session_id)
+                writer = http.outbox.writers[session_id]
+            last_event_id = None
+        http.open_gets += 1
+        try:
+            detached, found_id = await writer.open(send, last_event_id)
+            if not found_id:
+                log.info("= %s: Last-Event-ID %s not kept", http.connection_id, last_event_id)
+            session = http.conn.sessions.get(session_id) if session_id else None
+            if resume_from is not None and session is not None:
+                http.conn.reattach(session, resume_from)
+            await self._hold(http, writer, detached, receive)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await writer.detach(send)
+            http.open_gets -= 1
+            http.last_activity = anyio.current_time()
+
+    async def _hold(
+        self, http: HttpConnection, writer: SseWriter, detached: anyio.Event, receive: Receive
+    ) -> None:
+        """Keep the GET open (with keepalives) until it is replaced, the stream closes or the
+        client goes away."""
+        interval = self.hub.settings.ping_interval
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                await drain(receive)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            while not detached.is_set():
+                with anyio.move_on_after(interval):
+                    await detached.wait()
+                if not detached.is_set():
+                    await writer.keepalive()
+            tg.cancel_scope.cancel()
+
+
+def _rpc_error(status: int, code: int, message: str, data: Any) -> Response:
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message, "data": data}}
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")

@@ -1,0 +1,213 @@
+"""A small recording client of the Streamable HTTP profile of ``/acp``, over httpx.
+
+It speaks v1 or v2 (the Python SDK's HTTP client speaks only v1), keeps every SSE event of
+every stream with its ``id``, and can drop a stream and open it again with ``Last-Event-ID``,
+which the SDK's client cannot. It answers nothing on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import httpx
+import orjson
+
+from tests.server.harness import TIMEOUT, RpcFailure
+
+SESSION_SCOPED = {
+    "session/prompt",
+    "session/cancel",
+    "session/set_mode",
+    "session/set_config_option",
+    "session/close",
+}
+
+
+@dataclass
+class SseEvent:
+    stream: str | None
+    id: str | None
+    event: str | None
+    data: Any
+
+
+async def parse_sse(response: httpx.Response, stream: str | None) -> AsyncIterator[SseEvent]:
+    """The events of an SSE response (comments skipped)."""
+    fields: dict[str, str] = {}
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line == "":
+            if data:
+                yield SseEvent(
+                    stream, fields.get("id"), fields.get("event"), orjson.loads("\n".join(data))
+                )
+            fields, data = {}, []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            data.append(value)
+        else:
+            fields[name] = value
+
+
+@dataclass
+class HttpAcp:
+    """A Streamable HTTP ACP client; see the module docstring."""
+
+    url: str
+    http: httpx.AsyncClient
+    tg: anyio.abc.TaskGroup
+    version: int = 2
+    connection_id: str | None = None
+    events: list[SseEvent] = field(default_factory=list)
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    closes: list[Any] = field(default_factory=list)
+    statuses: dict[str | None, int] = field(default_factory=dict)
+    _responses: dict[Any, dict[str, Any]] = field(default_factory=dict)
+    _streams: dict[str | None, anyio.CancelScope] = field(default_factory=dict)
+    _changed: anyio.Event = field(default_factory=anyio.Event)
+    _next_id: int = 0
+
+    def _touch(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = TIMEOUT) -> None:
+        with anyio.fail_after(timeout):
+            while not predicate():
+                await self._changed.wait()
+
+    def headers(self, session_id: str | None = None) -> dict[str, str]:
+        out = {"Content-Type": "application/json"}
+        if self.connection_id is not None:
+            out["Acp-Connection-Id"] = self.connection_id
+        if session_id is not None:
+            out["Acp-Session-Id"] = session_id
+        return out
+
+    # -- streams ---------------------------------------------------------------------------
+
+    def open_stream(self, session_id: str | None = None, last_event_id: str | None = None) -> None:
+        """Start reading the connection's stream or a session's (after ``last_event_id``)."""
+        scope = anyio.CancelScope()
+        self._streams[session_id] = scope
+        self.tg.start_soon(self._read, session_id, last_event_id, scope)
+
+    def drop_stream(self, session_id: str | None) -> None:
+        """Close a stream's GET from the client's side, as a network drop would."""
+        self._streams.pop(session_id).cancel()
+
+    def last_event_id(self, session_id: str | None) -> str | None:
+        ids = [e.id for e in self.events if e.stream == session_id and e.id is not None]
+        return ids[-1] if ids else None
+
+    async def _read(
+        self, session_id: str | None, last_event_id: str | None, scope: anyio.CancelScope
+    ) -> None:
+        headers = {"Accept": "text/event-stream", **self.headers(session_id)}
+        headers.pop("Content-Type")
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = last_event_id
+        with scope:
+            async with self.http.stream("GET", self.url, headers=headers) as response:
+                self.statuses[session_id] = response.status_code
+                self._touch()
+                if response.status_code != 200:
+                    return
+                async for event in parse_sse(response, session_id):
+                    self.events.append(event)
+                    if event.event == "close":
+                        self.closes.append(event.data)
+                    else:
+                        self._record(event.data)
+                    self._touch()
+
+    def _record(self, message: dict[str, Any]) -> None:
+        if "method" in message and "id" in message:
+            self.requests.append(message)
+        elif message.get("method") == "session/update":
+            self.updates.append(message["params"])
+        elif "method" not in message:
+            self._responses[message.get("id")] = message
+
+    # -- sending ---------------------------------------------------------------------------
+
+    async def post(self, message: dict[str, Any], session_id: str | None = None) -> httpx.Response:
+        return await self.http.post(
+            self.url, content=orjson.dumps(message), headers=self.headers(session_id)
+        )
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        self._next_id += 1
+        request_id = self._next_id
+        session_id = params.get("sessionId") if method in SESSION_SCOPED else None
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        response = await self.post(message, session_id)
+        assert response.status_code == 202, (response.status_code, response.text)
+        await self.wait_for(lambda: request_id in self._responses)
+        answer = self._responses.pop(request_id)
+        if "error" in answer:
+            raise RpcFailure(answer["error"])
+        return answer.get("result")
+
+    async def answer(self, request_id: Any, result: Any, session_id: str) -> None:
+        response = await self.post(
+            {"jsonrpc": "2.0", "id": request_id, "result": result}, session_id
+        )
+        assert response.status_code == 202, response.text
+
+    async def initialize(self, **hub_meta: Any) -> dict[str, Any]:
+        params: dict[str, Any] = {"protocolVersion": self.version}
+        if self.version >= 2:
+            params["info"] = {"name": "http-client", "version": "1"}
+            params["capabilities"] = {}
+        else:
+            params["clientInfo"] = {"name": "http-client", "version": "1"}
+            params["clientCapabilities"] = {}
+        if hub_meta:
+            params["_meta"] = {"acp-hub": hub_meta}
+        message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+        response = await self.post(message)
+        assert response.status_code == 200, response.text
+        self.connection_id = response.headers["acp-connection-id"]
+        self.open_stream(None)
+        body = response.json()
+        assert "result" in body, body
+        return dict(body["result"])
+
+    def session_updates(self, session_id: str) -> list[dict[str, Any]]:
+        return [u for u in self.updates if u.get("sessionId") == session_id]
+
+    def seqs(self, session_id: str) -> list[int]:
+        return [
+            int(u["_meta"]["acp-hub"]["seq"])
+            for u in self.session_updates(session_id)
+            if "seq" in u.get("_meta", {}).get("acp-hub", {})
+        ]
+
+
+@asynccontextmanager
+async def http_acp(url: str, version: int = 2, **hub_meta: Any) -> AsyncIterator[HttpAcp]:
+    """An initialized ``HttpAcp`` with its connection's stream open; DELETE on exit."""
+    async with (
+        httpx.AsyncClient(timeout=httpx.Timeout(TIMEOUT, read=None)) as http,
+        anyio.create_task_group() as tg,
+    ):
+        client = HttpAcp(url, http, tg, version)
+        try:
+            await client.initialize(**hub_meta)
+            yield client
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                if client.connection_id is not None:
+                    await http.delete(url, headers=client.headers())
+            tg.cancel_scope.cancel()

@@ -1,0 +1,325 @@
+"""The Streamable HTTP profile of ``/acp`` against a real hub on a loopback port.
+
+The Python SDK's own clients (``acp.http.client.create_http_stream`` and ``acp.ws``, unmodified)
+each run a whole turn of the scripted agent; a v2 client on each transport and WebSocket clients
+share one session and see the same ordered stream; an SSE stream dropped mid-turn and opened
+again with ``Last-Event-ID`` resumes exactly; bad requests get the RFD's status codes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import httpx
+import orjson
+import pytest
+from acp import connect_to_agent, text_block
+from acp.http.client import create_http_stream
+from acp.ws.client import create_websocket_stream
+
+from hub.settings import Settings
+from tests.bridge.harness import EditorClient
+from tests.server.harness import AcpClient, acp_client, running_hub, scripted_agent
+from tests.server.http_client import http_acp
+
+pytestmark = pytest.mark.anyio
+
+TURN = "\n".join(["say hello over http", "permission", "tool text", "say all done"])
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _agent() -> Any:
+    return scripted_agent("scripted", 2, "--ack-message-id")
+
+
+def _signature(update: dict[str, Any]) -> tuple[Any, ...]:
+    content = update.get("content")
+    text = content.get("text") if isinstance(content, dict) else None
+    return (update.get("sessionUpdate"), text, update.get("toolCallId"), update.get("status"))
+
+
+def _ws_texts(client: AcpClient, session_id: str) -> list[str]:
+    return [
+        str(p["update"]["content"]["text"])
+        for p in client.session_updates(session_id)
+        if p["update"].get("sessionUpdate") == "agent_message_chunk"
+    ]
+
+
+async def test_the_python_sdk_http_client_runs_a_whole_turn() -> None:
+    async with running_hub([_agent()]) as hub:
+        editor = EditorClient()
+        conn = connect_to_agent(editor, create_http_stream(hub.http + "/acp"))
+        try:
+            init = await conn.initialize(protocol_version=1)
+            assert init.protocol_version == 1
+            session = await conn.new_session(cwd="/tmp")
+            epoch = (session.field_meta or {})["acp-hub"]["epoch"]
+            async with acp_client(hub.url, version=1) as observer:
+                after = {"acp-hub": {"after": {"epoch": epoch, "seq": 0}}}
+                await observer.call(
+                    "session/resume",
+                    {"sessionId": session.session_id, "cwd": "/tmp", "_meta": after},
+                )
+                done = await conn.prompt(session_id=session.session_id, prompt=[text_block(TURN)])
+                assert done.stop_reason == "end_turn"
+                await observer.wait_for(
+                    lambda: "all done" in "".join(_ws_texts(observer, session.session_id))
+                )
+                # The permission request reached the HTTP client on its session stream, and
+                # its answer (a POST) counted; the WebSocket observer's copy was withdrawn.
+                assert len(editor.permissions) == 1
+                assert "permission: selected allow" in "".join(editor.texts())
+                await observer.wait_for(lambda: len(observer.cancelled) == 1)
+                seen = [
+                    _signature(p["update"])
+                    for p in observer.session_updates(session.session_id)
+                    if p["update"].get("sessionUpdate") != "user_message_chunk"
+                ]
+                assert [
+                    _signature(u)
+                    for u in editor.updates
+                    if u["sessionUpdate"] != "user_message_chunk"
+                ] == seen
+            (http_conn,) = [
+                c
+                for c in hub.app.connections
+                if c.connection_id.startswith("c-") and c.connection_id in hub.app.http.connections
+            ]
+            assert http_conn.version == 1
+        finally:
+            await conn.close()
+        # close() DELETEd the connection: the hub forgot it.
+        with anyio.fail_after(10):
+            while hub.app.http.connections:  # noqa: ASYNC110 - no event for a connection's end
+                await anyio.sleep(0.01)
+
+
+async def test_the_sdk_default_http2_client_falls_back_to_http11_against_uvicorn() -> None:
+    # The SDK's client is httpx.AsyncClient(http2=True): HTTP/2 is only negotiated through
+    # TLS ALPN (or with prior knowledge, which it does not ask for); uvicorn offers HTTP/1.1.
+    async with running_hub([_agent()]) as hub, httpx.AsyncClient(http2=True) as http:
+        response = await http.get(hub.http + "/healthz")
+        assert response.http_version == "HTTP/1.1"
+
+
+async def test_the_python_sdk_websocket_client_runs_a_whole_turn() -> None:
+    async with running_hub([_agent()]) as hub:
+        editor = EditorClient()
+        conn = connect_to_agent(editor, await create_websocket_stream(hub.url))
+        try:
+            await conn.initialize(protocol_version=1)
+            session = await conn.new_session(cwd="/tmp")
+            done = await conn.prompt(session_id=session.session_id, prompt=[text_block(TURN)])
+            assert done.stop_reason == "end_turn"
+            assert "".join(editor.texts()) == (
+                "hello over httppermission: selected allow" + "notes: all good" * 0 + "all done"
+            ) or "all done" in "".join(editor.texts())
+            assert len(editor.permissions) == 1
+        finally:
+            await conn.close()
+
+
+async def test_v2_clients_on_both_transports_see_the_same_ordered_stream() -> None:
+    async with (
+        running_hub([_agent()]) as hub,
+        http_acp(hub.http + "/acp") as driver,
+        acp_client(hub.url) as ws_v2,
+        acp_client(hub.url, version=1, events=True) as ws_v1,
+    ):
+        created = await driver.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        session_id = created["sessionId"]
+        driver.open_stream(session_id)
+        start = {"type": "_hub_after", "epoch": created["_meta"]["acp-hub"]["epoch"], "seq": 0}
+        await ws_v2.call(
+            "session/resume", {"sessionId": session_id, "cwd": "/", "replayFrom": start}
+        )
+        async with http_acp(hub.http + "/acp") as http_v2:
+            http_v2.open_stream(session_id)
+            await http_v2.call(
+                "session/resume", {"sessionId": session_id, "cwd": "/", "replayFrom": start}
+            )
+            after = {"acp-hub": {"after": {"epoch": start["epoch"], "seq": 0}}}
+            await ws_v1.call(
+                "session/resume", {"sessionId": session_id, "cwd": "/", "_meta": after}
+            )
+            answer = await driver.call(
+                "session/prompt",
+                {
+                    "sessionId": session_id,
+                    "prompt": [{"type": "text", "text": "say one\nslow 20 5\nsay two"}],
+                },
+            )
+            assert answer["messageId"]
+
+            def idle(client: Any) -> bool:
+                return any(
+                    u["update"].get("sessionUpdate") == "state_update"
+                    and u["update"].get("state") == "idle"
+                    and u["update"].get("stopReason") == "end_turn"
+                    for u in client.session_updates(session_id)
+                )
+
+            for client in (driver, http_v2, ws_v2):
+                await client.wait_for(lambda c=client: idle(c))
+            last = driver.seqs(session_id)[-1]
+            await ws_v1.wait_for(lambda: ws_v1.last_seq(session_id) >= last)
+
+            def stream(client: Any) -> list[tuple[int, Any]]:
+                return [
+                    (u["_meta"]["acp-hub"]["seq"], u["update"])
+                    for u in client.session_updates(session_id)
+                    if "seq" in u["_meta"]["acp-hub"]
+                ]
+
+            reference = stream(ws_v2)
+            assert [s for s, _ in reference] == list(range(1, last + 1))
+            assert stream(driver) == reference
+            assert stream(http_v2) == reference
+            # The v1 WebSocket client sees the same seqs in the same order (in v1 shapes).
+            v1_seqs = ws_v1.seqs(session_id)
+            assert v1_seqs == sorted(v1_seqs)
+            assert set(v1_seqs) == set(range(1, last + 1))
+            assert ws_v1.seqs(session_id)[-1] == last
+            # Every SSE event of a session stream carries the cursor as its id.
+            ids = [
+                e.id
+                for e in http_v2.events
+                if e.stream == session_id and e.data.get("method") == "session/update"
+            ]
+            assert f"{start['epoch']}:{last}" in ids
+
+
+async def test_an_sse_stream_dropped_mid_turn_resumes_exactly_with_last_event_id() -> None:
+    async with (
+        running_hub([_agent()]) as hub,
+        http_acp(hub.http + "/acp") as client,
+        acp_client(hub.url) as observer,
+    ):
+        created = await client.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        session_id = created["sessionId"]
+        client.open_stream(session_id)
+        await observer.call("session/resume", {"sessionId": session_id, "cwd": "/"})
+        await client.call(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": "slow 60 20\nsay end"}]},
+        )
+
+        def chunks(c: Any) -> list[str]:
+            return [
+                str(u["update"]["content"]["text"])
+                for u in c.session_updates(session_id)
+                if u["update"].get("sessionUpdate") == "agent_message_chunk"
+            ]
+
+        await client.wait_for(lambda: "slow 10\n" in chunks(client))
+        last_id = client.last_event_id(session_id)
+        assert last_id is not None
+        client.drop_stream(session_id)
+        # The turn goes on while the stream is away; then the stream comes back.
+        await observer.wait_for(lambda: "slow 30\n" in chunks(observer))
+        client.open_stream(session_id, last_event_id=last_id)
+        await client.wait_for(lambda: "end" in chunks(client))
+        await observer.wait_for(lambda: "end" in chunks(observer))
+        assert chunks(client) == chunks(observer)
+        assert chunks(client) == [f"slow {i}\n" for i in range(60)] + ["end"]
+        seqs = client.seqs(session_id)
+        assert seqs == sorted(set(seqs))  # no duplicate, in order
+        ids = [e.id for e in client.events if e.stream == session_id]
+        assert len(ids) == len(set(ids))
+
+
+async def test_a_last_event_id_the_stream_no_longer_keeps_resumes_from_the_cursor() -> None:
+    settings = Settings(outbox_bytes=64 * 1024)
+    async with (
+        running_hub([_agent()], settings) as hub,
+        http_acp(hub.http + "/acp") as client,
+    ):
+        created = await client.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        session_id = created["sessionId"]
+        client.open_stream(session_id)
+        await client.call(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": "say first"}]},
+        )
+        await client.wait_for(
+            lambda: client.seqs(session_id) != [] and "idle" in str(client.updates[-1])
+        )
+        client.drop_stream(session_id)
+        cursor = client.seqs(session_id)[2]
+        epoch = created["_meta"]["acp-hub"]["epoch"]
+        # An id with an old cursor (as a client that lost its events would send): the events
+        # after that seq come again, exactly once.
+        before = len(client.updates)
+        client.open_stream(session_id, last_event_id=f"{epoch}:{cursor}")
+        last = client.seqs(session_id)[:before][-1]
+        await client.wait_for(lambda: len(client.seqs(session_id)) >= before + (last - cursor))
+        again = client.seqs(session_id)[before:]
+        assert again[: last - cursor] == list(range(cursor + 1, last + 1))
+
+
+async def test_bad_requests_get_the_rfds_status_codes() -> None:
+    async with running_hub([_agent()]) as hub, httpx.AsyncClient() as http:
+        url = hub.http + "/acp"
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 2}}
+        json = {"Content-Type": "application/json"}
+        assert (await http.post(url, content=orjson.dumps(init))).status_code == 415
+        batch = orjson.dumps([init])
+        assert (await http.post(url, content=batch, headers=json)).status_code == 501
+        assert (await http.post(url, content=b"{nope", headers=json)).status_code == 400
+        list_req = {"jsonrpc": "2.0", "id": 2, "method": "session/list", "params": {}}
+        no_conn = await http.post(url, content=orjson.dumps(list_req), headers=json)
+        assert no_conn.status_code == 400
+        unknown = {**json, "Acp-Connection-Id": "c-nope"}
+        assert (
+            await http.post(url, content=orjson.dumps(list_req), headers=unknown)
+        ).status_code == 404
+        big = b'{"jsonrpc":"2.0","method":"x","params":{"p":"' + b"x" * (17 * 1024 * 1024) + b'"}}'
+        assert (await http.post(url, content=big, headers=unknown)).status_code == 413
+        assert (await http.get(url, headers={"Accept": "text/event-stream"})).status_code == 400
+        assert (await http.get(url, headers={"Acp-Connection-Id": "c-nope"})).status_code == 406
+
+        answered = await http.post(url, content=orjson.dumps(init), headers=json)
+        assert answered.status_code == 200
+        connection_id = answered.headers["acp-connection-id"]
+        assert answered.json()["result"]["protocolVersion"] == 2
+        # The cookie stands for the header.
+        assert answered.cookies.get("acp-connection") == connection_id
+        # httpx keeps the cookie: a POST without the header is the connection's all the same.
+        listed = await http.post(url, content=orjson.dumps(list_req), headers=json)
+        assert listed.status_code == 202
+        conn = {**json, "Acp-Connection-Id": connection_id}
+        prompt = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "session/prompt",
+            "params": {"sessionId": "s-x", "prompt": []},
+        }
+        assert (await http.post(url, content=orjson.dumps(prompt), headers=conn)).status_code == 400
+        sse = {
+            "Accept": "text/event-stream",
+            "Acp-Connection-Id": connection_id,
+            "Acp-Session-Id": "s-nope",
+        }
+        assert (await http.get(url, headers=sse)).status_code == 404
+        # A page of another site may not use it.
+        foreign = {**conn, "Origin": "https://evil.example"}
+        assert (
+            await http.post(url, content=orjson.dumps(list_req), headers=foreign)
+        ).status_code == 403
+        assert (
+            await http.delete(url, headers={"Acp-Connection-Id": connection_id})
+        ).status_code == 202
+        with anyio.fail_after(10):
+            while connection_id in hub.app.http.connections:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        assert (
+            await http.post(url, content=orjson.dumps(list_req), headers=conn)
+        ).status_code == 404
+        http.cookies.clear()  # without the cookie either, the connection is not named at all
+        assert (await http.delete(url)).status_code == 400
