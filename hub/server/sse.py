@@ -40,6 +40,9 @@ from starlette.types import Send
 
 log = logging.getLogger("hub.server")
 
+CLOSE_TIMEOUT = 10.0
+"""Seconds a closed stream's GET gets to take the last event before it is left."""
+
 _UPDATE_OPEN = b'{"jsonrpc":"2.0","method":"session/update",'
 _META_KEY = b',"_meta":{"acp-hub":'
 SSE_HEADERS = [
@@ -98,6 +101,8 @@ class SseWriter:
         self._detached = anyio.Event()
         self._lock = anyio.Lock()
         self._closed = False
+        self._writing: anyio.CancelScope | None = None
+        self._stalled = False
 
     @property
     def attached(self) -> bool:
@@ -166,10 +171,17 @@ class SseWriter:
 
     async def _write(self, data: bytes) -> None:
         send = self._send
-        if send is None:
+        if send is None or self._stalled:
             return
         try:
-            await send(_body(data))
+            with anyio.CancelScope() as scope:
+                self._writing = scope
+                await send(_body(data))
+            self._writing = None
+            if scope.cancelled_caught:
+                # Closed while the client did not take what was written (a slow consumer):
+                # nothing more can be written to it.
+                self._stalled = True
         except Exception as exc:  # the client went away: the frame stays kept for a resume
             log.info("= %s: a GET went away while written to (%s)", self._name, exc)
             self._send = None
@@ -195,8 +207,11 @@ class SseWriter:
 
     def close_now(self, code: int, reason: str) -> bool:
         # An ASGI send must be awaited: ``aclose`` writes the close. The outbox's writer task
-        # may be waiting for a GET that will not come: let it go on to ``aclose``.
+        # may be waiting for a GET that will not come, or in a write the client does not read
+        # (a slow consumer): let it go on to ``aclose``.
         self._attached.set()
+        if self._writing is not None:
+            self._writing.cancel()
         return False
 
     def unread_bytes(self) -> int:
@@ -211,10 +226,16 @@ class SseWriter:
         self._closed = True
         self._attached.set()  # nobody waits for a GET any more
         payload = orjson.dumps({"code": code, "reason": reason})
-        with anyio.move_on_after(10, shield=True):
+        with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
             async with self._lock:
                 await self._write(b"event: close\ndata: " + payload + b"\n\n")
-                await self._end_current()
+                if self._stalled:
+                    # The response cannot be ended cleanly: its GET just stops (the server
+                    # closes the TCP connection under it).
+                    self._send = None
+                    self._detached.set()
+                else:
+                    await self._end_current()
 
     # -- event ids -------------------------------------------------------------------------
 

@@ -58,6 +58,9 @@ SESSION_HEADER = "acp-session-id"
 COOKIE = "acp-connection"
 IDLE_TIMEOUT = 300.0
 """Seconds an HTTP connection lives with no GET reading it and no POST."""
+RETAIN_SHARE = 4
+"""A stream keeps the last ``outbox_bytes // RETAIN_SHARE`` bytes it wrote, for GETs that come
+back with ``Last-Event-ID`` (1 MiB with the default bound)."""
 INBOX_FRAMES = 64
 """Messages a connection takes ahead of handling them before its POSTs wait."""
 NORMAL_CLOSE = 1000
@@ -104,7 +107,7 @@ class StreamOutbox:
             name = self._name if session_id is None else f"{self._name}/{session_id}"
             writer = SseWriter(
                 session=session_id is not None,
-                retain_bytes=self._settings.outbox_bytes,
+                retain_bytes=self._settings.outbox_bytes // RETAIN_SHARE,
                 name=name,
             )
             outbox = Outbox(writer, self._settings.outbox_bytes, name=name)
