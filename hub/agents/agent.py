@@ -43,7 +43,7 @@ import contextlib
 import logging
 import math
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,12 +55,13 @@ from hub.agents.dialect import Dialect, PromptAck, initialize_params, open_diale
 from hub.agents.errors import AgentError, agent_unavailable
 from hub.agents.inbound import Inbound
 from hub.agents.lifecycle import ENDED, AgentState, Lifecycle, Trigger
+from hub.agents.login import LoginStatus, login_problem, login_required, refused
 from hub.agents.process import AgentProcess, ShutdownTimings, group_alive
 from hub.agents.sessions import AgentSession, SessionTable
 from hub.agents.sink import SessionSink
 from hub.agents.spec import AgentSpec
 from hub.protocol import version as versions
-from hub.protocol.errors import VersionError
+from hub.protocol.errors import AUTH_REQUIRED, VersionError
 from hub.protocol.framing import DEFAULT_MAX_LINE
 
 __all__ = ["Agent", "NewSessionResult", "PromptAck", "RestartPolicy"]
@@ -146,6 +147,11 @@ class Agent:
         self._start_lock = anyio.Lock()
         self._failures = 0
         self._next_start = 0.0
+        # The login redone after every start: the configured one, or an owner's.
+        self._login: tuple[str, Mapping[str, Any] | None] | None = (
+            (spec.auth_method, spec.auth_meta) if spec.auth_method else None
+        )
+        self._login_status = LoginStatus()
 
     # -- what the hub reads ------------------------------------------------------------------
 
@@ -178,6 +184,16 @@ class Agent:
         """The agent's capabilities in the v2 shape (v1 ones translated); empty before the
         first start."""
         return self._dialect.capabilities if self._dialect is not None else {}
+
+    @property
+    def auth_methods(self) -> list[dict[str, Any]]:
+        """The agent's ``authMethods`` in the v2 shape; empty before the first start."""
+        return list(self._dialect.auth_methods) if self._dialect is not None else []
+
+    @property
+    def login_status(self) -> LoginStatus:
+        """What the hub knows of the agent's login (``hub.agents.login``)."""
+        return self._login_status
 
     @property
     def pid(self) -> int | None:
@@ -322,6 +338,7 @@ class Agent:
                 with anyio.fail_after(self.policy.initialize_timeout):
                     dialect = await self._initialize(live)
                 live.dialect = live.inbound.dialect = self._dialect = dialect
+                await self._log_in_again(dialect)
                 await self._reattach(dialect)
             except TimeoutError:
                 error = agent_unavailable(
@@ -428,6 +445,85 @@ class Agent:
             if isinstance(options, list):
                 entry.deliver({"sessionUpdate": "config_option_update", "configOptions": options})
 
+    # -- login -----------------------------------------------------------------------------
+
+    async def _log_in_again(self, dialect: Dialect) -> None:
+        """The configured (or an owner's) login on a fresh process; a failure is reported,
+        not raised: the agent runs, and what needs the login says why it failed."""
+        if self._login is None:
+            return
+        method_id, meta = self._login
+        try:
+            with anyio.fail_after(self.policy.initialize_timeout):
+                await self._log_in(dialect, method_id, meta, configured=True)
+        except TimeoutError:
+            message = f"no answer to the login within {self.policy.initialize_timeout}s"
+        except AgentError as exc:
+            message = exc.error.message
+        else:
+            self._set_login(LoginStatus("logged_in", method_id))
+            return
+        logger.warning("! agent %s: login with %r failed: %s", self.name, method_id, message)
+        self._set_login(LoginStatus("failed", method_id, message))
+
+    def login_problem(self, method_id: str) -> str | None:
+        """Why the hub would not send a login with ``method_id`` now (``None``: it would);
+        see ``hub.agents.login.login_problem``."""
+        return login_problem(
+            self.name, self.spec.env, self.auth_methods, method_id, must_be_advertised=True
+        )
+
+    async def _log_in(
+        self,
+        dialect: Dialect,
+        method_id: str,
+        meta: Mapping[str, Any] | None,
+        *,
+        configured: bool,
+    ) -> None:
+        problem = login_problem(
+            self.name,
+            self.spec.env,
+            dialect.auth_methods,
+            method_id,
+            must_be_advertised=configured,
+        )
+        if problem is not None:
+            raise refused(self.name, problem)
+        method, params = dialect.login_request(method_id, dict(meta) if meta else None)
+        logger.info("= agent %s: logging in (%s %s)", self.name, method, method_id)
+        await dialect.conn.request(method, params)
+
+    def _set_login(self, status: LoginStatus) -> None:
+        changed = status != self._login_status
+        self._login_status = status
+        if changed:
+            event = status.event()
+            for entry in self._sessions:
+                entry.tell(event)
+
+    async def login(self, method_id: str, meta: Mapping[str, Any] | None = None) -> None:
+        """Log the agent in with ``method_id`` (``authenticate`` to v1, ``auth/login`` to
+        v2) and redo that login after every restart. Raises the agent's own error when it
+        refuses, ``-32602`` for a terminal method or an ``env_var`` method whose variables
+        the definition's ``env`` lacks. Who may call this is the caller's business: the
+        process is shared by every session of the agent."""
+        dialect = await self._ready()
+        await self._log_in(dialect, method_id, meta, configured=False)
+        logger.info("= agent %s: logged in with %r", self.name, method_id)
+        self._login = (method_id, meta)
+        self._set_login(LoginStatus("logged_in", method_id))
+
+    async def logout(self) -> None:
+        """Log the agent out (``logout`` to v1 when advertised, ``auth/logout`` to v2) and
+        forget the login to redo after a restart."""
+        dialect = await self._ready()
+        method, params = dialect.logout_request()
+        await dialect.conn.request(method, params)
+        logger.info("= agent %s: logged out", self.name)
+        self._login = None
+        self._set_login(LoginStatus("logged_out"))
+
     # -- operations --------------------------------------------------------------------------
 
     async def new_session(
@@ -449,6 +545,13 @@ class Agent:
 
         try:
             entry, options = await dialect.new_session(cwd, servers, register)
+        except AgentError as exc:
+            for entry in created:
+                self._sessions.drop(entry.session_id)
+            if exc.code == AUTH_REQUIRED:
+                methods = dialect.auth_methods
+                raise login_required(self.name, methods, self._login_status, exc.error) from None
+            raise
         except BaseException:
             for entry in created:
                 self._sessions.drop(entry.session_id)

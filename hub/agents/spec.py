@@ -16,6 +16,8 @@ Definitions come from the command line (``parse_agent_arg``) or from a TOML file
     env = { CLAUDE_CONFIG_DIR = "/srv/claude" }
     cwd = "/srv/work"          # relative paths are relative to the config file
     protocol = "auto"          # "auto" (offer 2, accept 1), 1 or 2
+    auth_method = "api-key"    # log in with this of the agent's authMethods after each start
+    auth_meta = { team = "x" } # passed as the login request's _meta
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ ProtocolChoice: TypeAlias = Choice
 """``auto`` offers protocol 2 and accepts 1; ``1`` or ``2`` offer and accept only that one."""
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_AGENT_KEYS = frozenset({"command", "args", "env", "cwd", "protocol"})
+_AGENT_KEYS = frozenset({"command", "args", "env", "cwd", "protocol", "auth_method", "auth_meta"})
 
 
 class ConfigError(ValueError):
@@ -59,6 +61,9 @@ class AgentSpec:
     ``command`` is the program (looked up on the trimmed ``PATH`` the agent gets), ``args``
     its arguments, ``env`` variables added to the trimmed environment, ``cwd`` the process's
     working directory (``None``: the hub's), ``protocol`` the version choice.
+    ``auth_method`` is the id of one of the agent's ``authMethods`` to log in with right
+    after every start (``None``: no configured login), ``auth_meta`` the ``_meta`` of that
+    login request (https://agentclientprotocol.com/protocol/initialization).
     """
 
     name: str
@@ -67,6 +72,8 @@ class AgentSpec:
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     cwd: str | None = None
     protocol: ProtocolChoice = "auto"
+    auth_method: str | None = None
+    auth_meta: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -80,6 +87,12 @@ class AgentSpec:
         object.__setattr__(self, "args", tuple(self.args))
         object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
         object.__setattr__(self, "protocol", parse_protocol(self.protocol, self.name))
+        if self.auth_method is not None and (
+            not isinstance(self.auth_method, str) or not self.auth_method
+        ):
+            raise ConfigError(f"agent {self.name!r}: auth_method must be a non-empty string")
+        if self.auth_meta is not None:
+            object.__setattr__(self, "auth_meta", MappingProxyType(dict(self.auth_meta)))
 
     @property
     def argv(self) -> list[str]:
@@ -186,6 +199,12 @@ def _agent_from_table(name: str, table: object, *, base: Path, source: str) -> A
         if not isinstance(cwd, str) or not cwd:
             raise ConfigError(f"{where}: cwd must be a non-empty string")
         cwd = str((base / Path(cwd).expanduser()).resolve())
+    auth_method = table.get("auth_method")
+    if auth_method is not None and (not isinstance(auth_method, str) or not auth_method):
+        raise ConfigError(f"{where}: auth_method must be a non-empty string")
+    auth_meta = table.get("auth_meta")
+    if auth_meta is not None and not isinstance(auth_meta, dict):
+        raise ConfigError(f"{where}: auth_meta must be a table")
     try:
         return AgentSpec(
             name=name,
@@ -194,6 +213,8 @@ def _agent_from_table(name: str, table: object, *, base: Path, source: str) -> A
             env=env,
             cwd=cwd,
             protocol=parse_protocol(table.get("protocol", "auto"), name),
+            auth_method=auth_method,
+            auth_meta=auth_meta,
         )
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None

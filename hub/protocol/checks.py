@@ -35,7 +35,9 @@ Check = Callable[[str, Mapping[str, Any]], Any]
 # Plan types the stable v2 schema refuses (they exist only in the unstable schema).
 _UNSTABLE_PLAN_TYPES: Final = frozenset({"file", "markdown"})
 _PERMISSION_STATUSES: Final = frozenset({"pending", "resolved", "cancelled", "timed_out"})
-_AGENT_STATUSES: Final = frozenset({"started", "exited", "restarted", "lost"})
+_AGENT_STATUSES: Final = frozenset(
+    {"started", "exited", "restarted", "lost", "logged_in", "logged_out", "login_failed"}
+)
 _PROMPT_POLICIES: Final = frozenset({"queue", "reject", "lease"})
 _PERMISSION_POLICIES: Final = frozenset({"first", "owner", "lease"})
 
@@ -253,6 +255,7 @@ def _check_agent(variant: str, update: Mapping[str, Any]) -> None:
         fail(variant, "'exitCode' must be an integer")
     optional_str(update, "signal", variant)
     optional_str(update, "message", variant)
+    optional_str(update, "methodId", variant)
 
 
 def _check_lease(variant: str, update: Mapping[str, Any]) -> None:

@@ -203,9 +203,13 @@ class HubApp:
 
     def readiness_checks(self) -> dict[str, bool]:
         """What readiness needs, each ``True`` when it holds: the agent supervisor and the
-        session registry run, and the store takes writes."""
+        session registry run, no agent's configured login failed, and the store takes
+        writes."""
+        supervisor = self.supervisor
         return {
-            "agents": self.supervisor is not None,
+            "agents": supervisor is not None,
+            "logins": supervisor is not None
+            and all(supervisor.get(n).login_status.state != "failed" for n in supervisor.names()),
             "sessions": self.registry is not None,
             "store": self.registry is not None and self.store.healthy,
         }

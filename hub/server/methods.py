@@ -24,7 +24,7 @@ import orjson
 
 from hub import __version__
 from hub.agents.errors import AgentError
-from hub.protocol.capabilities import capabilities_v2_to_v1
+from hub.protocol.capabilities import auth_methods_v2_to_v1, capabilities_v2_to_v1
 from hub.protocol.errors import (
     FORBIDDEN,
     INVALID_PARAMS,
@@ -42,6 +42,7 @@ from hub.sessions.session import Replay
 from hub.settings import ROLES, Role
 
 if TYPE_CHECKING:
+    from hub.agents.agent import Agent
     from hub.server.connection import ClientConnection
 
 log = logging.getLogger("hub.server")
@@ -160,13 +161,14 @@ async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
         }
     }
     hub_info = {"name": "acp-hub", "title": "acp-hub", "version": __version__}
+    auth_methods = _auth_methods(conn)
     log.info("= %s: initialized v%d as %s (%s)", conn.connection_id, version, conn.role, conn.name)
     if version >= 2:
         return {
             "protocolVersion": version,
             "info": hub_info,
             "capabilities": capabilities,
-            "authMethods": [],
+            "authMethods": auth_methods,
             "_meta": meta,
         }
     v1caps = capabilities_v2_to_v1(capabilities)
@@ -174,13 +176,38 @@ async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
     session_caps = v1caps.setdefault("sessionCapabilities", {})
     session_caps.update({"list": {}, "resume": {}, "close": {}, "delete": {}})
     session_caps["attach"] = {"roles": list(ROLES)}
+    if auth_methods:
+        v1caps["auth"] = {"logout": {}}
     return {
         "protocolVersion": version,
         "agentInfo": hub_info,
         "agentCapabilities": v1caps,
-        "authMethods": [],
+        "authMethods": auth_methods_v2_to_v1(auth_methods),
         "_meta": meta,
     }
+
+
+def _auth_methods(conn: ClientConnection) -> list[dict[str, Any]]:
+    """What the hub advertises: to an owner, the default agent's methods the hub can log it
+    in with itself (``agent``, and ``env_var`` whose variables its definition sets), as
+    ``agent`` methods; to anyone else nothing, since only an owner may log an agent in.
+    ``terminal`` methods run on the hub's host, never through a client."""
+    supervisor = conn.registry.supervisor
+    if conn.role != "owner" or supervisor.default_name is None:
+        return []
+    agent = supervisor.get(supervisor.default_name)
+    methods = []
+    for method in agent.auth_methods:
+        method_id = method.get("methodId")
+        if not isinstance(method_id, str) or agent.login_problem(method_id) is not None:
+            continue
+        if method.get("type") not in ("agent", "env_var"):
+            continue
+        entry = {"methodId": method_id, "name": str(method.get("name") or method_id)}
+        if isinstance(method.get("description"), str):
+            entry["description"] = method["description"]
+        methods.append({**entry, "type": "agent"})
+    return methods
 
 
 async def _capabilities(conn: ClientConnection) -> dict[str, Any]:
@@ -385,6 +412,61 @@ def _hub_agent_stderr(conn: ClientConnection, params: dict[str, Any]) -> Result:
     return {"agent": agent.name, "stderr": agent.stderr_tail()}
 
 
+# -- agent login -------------------------------------------------------------------------------
+# Owner only (``arbiter.METHOD_ROLES``): one agent process serves everyone's sessions.
+
+
+def _login_agent(conn: ClientConnection, name: Any) -> Agent:
+    name = name if name is not None else conn.registry.supervisor.default_name
+    if not isinstance(name, str):
+        raise SessionFailure(invalid_params("agent must be the name of an agent"))
+    try:
+        return conn.registry.supervisor.get(name)
+    except KeyError:
+        raise SessionFailure(invalid_params(f"unknown agent {name!r}")) from None
+
+
+def _login_meta(params: dict[str, Any]) -> dict[str, Any] | None:
+    """The client's ``_meta`` for the agent: all but the hub's own key."""
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        return None
+    return {k: v for k, v in meta.items() if k != "acp-hub"} or None
+
+
+async def _authenticate(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    """v1 ``authenticate`` / v2 ``auth/login``: the default agent, or the one named in
+    ``_meta["acp-hub"].agent``, logged in with ``methodId`` in the agent's own version."""
+    agent = _login_agent(conn, _hub_meta(params).get("agent"))
+    method_id = _string(params, "methodId", "methodId is required")
+    log.info("= %s: logs agent %s in with %r", conn.connection_id, agent.name, method_id)
+    await agent.login(method_id, _login_meta(params))
+    return {}
+
+
+async def _logout(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    """v1 ``logout`` / v2 ``auth/logout``, for the default or the named agent."""
+    agent = _login_agent(conn, _hub_meta(params).get("agent"))
+    log.info("= %s: logs agent %s out", conn.connection_id, agent.name)
+    await agent.logout()
+    return {}
+
+
+async def _hub_agent_login(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    agent = _login_agent(conn, params.get("agent"))
+    method_id = _string(params, "methodId", "methodId is required")
+    log.info("= %s: logs agent %s in with %r", conn.connection_id, agent.name, method_id)
+    await agent.login(method_id, _login_meta(params))
+    return {"agent": agent.name, "login": agent.login_status.to_dict()}
+
+
+async def _hub_agent_logout(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    agent = _login_agent(conn, params.get("agent"))
+    log.info("= %s: logs agent %s out", conn.connection_id, agent.name)
+    await agent.logout()
+    return {"agent": agent.name, "login": agent.login_status.to_dict()}
+
+
 SYNC_METHODS: dict[str, SyncHandler] = {
     "session/list": _session_list,
     "session/resume": _session_resume,
@@ -407,4 +489,10 @@ ASYNC_METHODS: dict[str, AsyncHandler] = {
     "session/set_mode": _session_set_mode,
     "session/close": _session_close,
     "session/delete": _session_delete,
+    "authenticate": _authenticate,
+    "auth/login": _authenticate,
+    "logout": _logout,
+    "auth/logout": _logout,
+    "_hub/agent_login": _hub_agent_login,
+    "_hub/agent_logout": _hub_agent_logout,
 }

@@ -48,6 +48,13 @@ METHOD_ROLES: Final[Mapping[str, Role]] = {
     "session/delete": "owner",
     "_hub/set_policy": "owner",
     "_hub/lease/grant": "owner",
+    # owner: log an agent in or out (its process serves every session on it)
+    "authenticate": "owner",
+    "auth/login": "owner",
+    "logout": "owner",
+    "auth/logout": "owner",
+    "_hub/agent_login": "owner",
+    "_hub/agent_logout": "owner",
     "_hub/agent_stderr": "owner",
 }
 """The role each mutating method needs; every other method needs ``viewer``."""

@@ -44,6 +44,14 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002
+AUTH_REQUIRED = -32000
+
+# --require-login: the methods advertised (the `terminal` one only to a client that opts in).
+LOGIN_AGENT = "scripted-login"
+LOGIN_ENV = "scripted-key"
+LOGIN_ENV_VAR = "SCRIPTED_API_KEY"
+LOGIN_TERMINAL = "scripted-terminal"
+TERMINAL_MARKER = "scripted-terminal-login"  # the file `--terminal-login` writes under $HOME
 
 
 class RpcFailure(Exception):
@@ -220,6 +228,8 @@ class Agent:
         self.sessions: dict[str, Session] = {}
         self.elicitation_form = False
         self.boolean_options = False
+        self.terminal_auth = False
+        self.logged_in: str | None = None  # the method id of the login (--require-login)
         self.lock = threading.Lock()
 
     @property
@@ -326,6 +336,15 @@ class Agent:
             "session/set_config_option": self.session_set_config_option,
             "session/set_mode": self.session_set_mode,
         }
+        login, logout = ("auth/login", "auth/logout") if self.v2 else ("authenticate", "logout")
+        if method == login:
+            return self.log_in(params)
+        if method == logout:
+            self.logged_in = None
+            log("logged out")
+            return {}
+        if self.args.require_login and self.logged_in is None and method.startswith("session/"):
+            raise RpcFailure(AUTH_REQUIRED, "Authentication required")
         if method == "session/prompt":
             return self.session_prompt(request_id, params)
         handler = handlers.get(method)
@@ -354,6 +373,8 @@ class Agent:
             self.boolean_options = config_caps.get("boolean") is not None
         elicitation = caps.get("elicitation") or {}
         self.elicitation_form = elicitation.get("form") is not None
+        terminal = (caps.get("auth") or {}).get("terminal")
+        self.terminal_auth = terminal is True or isinstance(terminal, dict)
         info = {"name": AGENT_NAME, "title": "Scripted test agent", "version": AGENT_VERSION}
         if self.version == 2:
             session_capabilities: Json = {
@@ -365,7 +386,7 @@ class Agent:
                 "protocolVersion": answer,
                 "info": info,
                 "capabilities": {"session": session_capabilities},
-                "authMethods": [],
+                "authMethods": self.auth_methods(),
             }
         session_capabilities = {"close": {}, "delete": {}, "additionalDirectories": {}}
         if not self.args.no_list:
@@ -379,10 +400,52 @@ class Agent:
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": False, "sse": False},
                 "sessionCapabilities": session_capabilities,
+                **({"auth": {"logout": {}}} if self.args.require_login else {}),
             },
-            "authMethods": [],
+            "authMethods": self.auth_methods(),
             "agentInfo": info,
         }
+
+    # ------------------------------------------------------------------ login
+
+    def auth_methods(self) -> list[Json]:
+        if not self.args.require_login:
+            return []
+        key = "methodId" if self.v2 else "id"
+        methods: list[Json] = [
+            {key: LOGIN_AGENT, "name": "Log in", "description": "Always succeeds"},
+            {
+                key: LOGIN_ENV,
+                "name": f"Use {LOGIN_ENV_VAR}",
+                "type": "env_var",
+                "vars": [{"name": LOGIN_ENV_VAR}],
+            },
+        ]
+        if self.v2:
+            methods[0]["type"] = "agent"
+        if self.terminal_auth:
+            methods.append(
+                {
+                    key: LOGIN_TERMINAL,
+                    "name": "Log in in a terminal",
+                    "type": "terminal",
+                    "args": ["--terminal-login"],
+                }
+            )
+        return methods
+
+    def log_in(self, params: Json) -> Json:
+        method_id = params.get("methodId")
+        if method_id == LOGIN_ENV and not os.environ.get(LOGIN_ENV_VAR):
+            raise RpcFailure(AUTH_REQUIRED, f"{LOGIN_ENV_VAR} is not set")
+        if method_id not in (LOGIN_AGENT, LOGIN_ENV):
+            raise RpcFailure(
+                INVALID_PARAMS,
+                f"unknown auth method {method_id!r} (known: {LOGIN_AGENT}, {LOGIN_ENV})",
+            )
+        self.logged_in = method_id
+        log(f"logged in with {method_id} (_meta {json.dumps(params.get('_meta'))})")
+        return {}
 
     # ------------------------------------------------------------------ sessions
 
@@ -1185,6 +1248,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-load", action="store_true")
     parser.add_argument("--no-resume", action="store_true")
     parser.add_argument("--no-list", action="store_true")
+    parser.add_argument(
+        "--require-login",
+        action="store_true",
+        help="advertise auth methods and answer session/* -32000 until logged in",
+    )
+    parser.add_argument(
+        "--terminal-login",
+        action="store_true",
+        help="the terminal login: write $HOME/" + TERMINAL_MARKER + ", print a line, exit 0",
+    )
     args = parser.parse_args(argv)
     args.protocol = None if args.protocol == "auto" else int(args.protocol)
     return args
@@ -1192,6 +1265,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.terminal_login:
+        with open(os.path.join(os.environ["HOME"], TERMINAL_MARKER), "w") as fh:
+            fh.write(json.dumps({"cwd": os.getcwd(), "argv": sys.argv[1:]}))
+        print("terminal login done", flush=True)
+        return
     if args.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.grandchild:

@@ -36,7 +36,7 @@ async def test_a_running_hub_is_alive_and_ready() -> None:
         assert status == 200
         assert health["status"] == "ok"
         status, ready = await anyio.to_thread.run_sync(_get, hub.http + "/readyz")
-        checks = {"agents": True, "sessions": True, "store": True}
+        checks = {"agents": True, "logins": True, "sessions": True, "store": True}
         assert (status, ready) == (200, {"status": "ready", "checks": checks})
 
 
@@ -47,4 +47,4 @@ async def test_a_hub_that_has_not_started_is_not_ready() -> None:
     assert response.status_code == 503
     body = orjson.loads(bytes(response.body))
     assert body["status"] == "unavailable"
-    assert body["checks"] == {"agents": False, "sessions": False, "store": False}
+    assert body["checks"] == {"agents": False, "logins": False, "sessions": False, "store": False}
