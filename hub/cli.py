@@ -1,4 +1,4 @@
-"""The ``acp-hub`` command line: ``serve``, ``demo`` and ``bridge``.
+"""The ``acp-hub`` command line: ``serve``, ``demo``, ``agent-login`` and ``bridge``.
 
 ``acp-hub serve [--host 127.0.0.1] [--port 8765] [--config FILE] [--store URL]
 [--agent NAME=COMMAND ...]`` runs the hub with the agents of the config file and the command
@@ -8,6 +8,10 @@ and no API key. Once the server listens, both print ``acp-hub: listening on http
 (with the real port when ``--port 0``) on standard output. SIGINT and SIGTERM shut down
 cleanly: clients are closed with 1001, agents are stopped (stdin closed, SIGTERM, SIGKILL of
 their process groups), the store writes what it holds.
+
+``acp-hub agent-login NAME [--config FILE] [--agent NAME=COMMAND ...] [--method ID]`` runs the
+agent's terminal login (``hub.agents.terminal_login``) in this terminal with the agent's
+configured command, environment and working directory, and exits with its status.
 
 ``acp-hub bridge ws://HOST:PORT/acp [--token T] [--session ID] [--agent NAME]`` is a stdio ACP
 agent for editors that relays to a hub (``hub.bridge``, ``docs/bridge.md``); the token may also
@@ -21,8 +25,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -32,6 +38,7 @@ import anyio
 import uvicorn
 
 from hub import __version__
+from hub.agents.errors import AgentError
 from hub.agents.spec import AgentSpec, ConfigError, load_config, parse_agent_arg
 from hub.server import logs
 from hub.server.app import GOING_AWAY, HubApp, create_app
@@ -130,6 +137,13 @@ def _parser() -> argparse.ArgumentParser:
         )
         if name == "demo":
             p.add_argument("--protocol", default="auto", choices=["auto", "1", "2"])
+    a = sub.add_parser("agent-login", help="run an agent's terminal login on this host")
+    a.add_argument("name", help="the agent, as defined in the config file or by --agent")
+    a.add_argument("--config", default=os.environ.get("ACP_HUB_CONFIG"), help="TOML file")
+    a.add_argument("--agent", action="append", default=[], metavar="NAME=COMMAND")
+    a.add_argument("--method", default=None, help="the terminal method's id (if several)")
+    a.add_argument("--log-level", default=os.environ.get("ACP_HUB_LOG", "warning"))
+    a.add_argument("--log-format", default="text", choices=logs.FORMATS)
     b = sub.add_parser("bridge", help="a stdio ACP agent for editors, relaying to a hub")
     b.add_argument("url", help="the hub's WebSocket endpoint, e.g. ws://127.0.0.1:8765/acp")
     b.add_argument(
@@ -234,6 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "bridge":
         return _bridge(args)
+    if args.command == "agent-login":
+        return _agent_login(args)
     try:
         settings, agents, default = build(args)
     except (ConfigError, ValueError) as exc:
@@ -283,6 +299,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     server = _Server(config, hub, banner)
     server.run()
     return 0
+
+
+def _agent_login(args: argparse.Namespace) -> int:
+    """Run the terminal login of one agent in the foreground; its exit status."""
+    from hub.agents.login import describe_methods
+    from hub.agents.terminal_login import terminal_command, terminal_methods
+
+    try:
+        agents = dict(load_config(args.config).agents) if args.config else {}
+        agents.update((spec.name, spec) for spec in map(parse_agent_arg, args.agent))
+    except ConfigError as exc:
+        print(f"acp-hub: {exc}", file=sys.stderr)
+        return 2
+    spec = agents.get(args.name)
+    if spec is None:
+        known = ", ".join(agents) or "none"
+        print(f"acp-hub: unknown agent {args.name!r} (defined: {known})", file=sys.stderr)
+        return 2
+    try:
+        methods = anyio.run(terminal_methods, spec)
+    except AgentError as exc:
+        print(f"acp-hub: {exc.error.message}", file=sys.stderr)
+        return 1
+    terminal = [m for m in methods if m.get("type") == "terminal"]
+    if args.method is not None:
+        terminal = [m for m in terminal if m.get("methodId") == args.method]
+    if len(terminal) != 1:
+        what = "no" if not terminal else "more than one"
+        print(
+            f"acp-hub: agent {spec.name!r} offers {what} terminal login"
+            + (f" {args.method!r}" if args.method else "")
+            + f" (its methods: {describe_methods(methods)})",
+            file=sys.stderr,
+        )
+        return 2
+    argv, env, cwd = terminal_command(spec, terminal[0])
+    print(
+        f"acp-hub: agent {spec.name}: {terminal[0]['methodId']}: {shlex.join(argv)}",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        return subprocess.run(argv, env=env, cwd=cwd, check=False).returncode
+    except OSError as exc:
+        print(f"acp-hub: cannot run {argv[0]!r}: {exc}", file=sys.stderr)
+        return 1
 
 
 def _bridge(args: argparse.Namespace) -> int:

@@ -59,25 +59,25 @@ class PromptAck:
     message_id: str | None
 
 
-def initialize_params(offered: int) -> dict[str, Any]:
+def initialize_params(offered: int, *, terminal_auth: bool = False) -> dict[str, Any]:
     """The ``initialize`` params for the offered version: the hub's client info, no client
-    file system or terminals, elicitation in both modes."""
+    file system or terminals, elicitation in both modes. ``terminal_auth`` asks for the
+    agent's terminal login methods (``acp-hub agent-login``: the hub can run them on its
+    host, its WebSocket clients cannot)."""
     elicitation: dict[str, Any] = {"form": {}, "url": {}}
     if offered >= 2:
-        return {
-            "protocolVersion": offered,
-            "info": CLIENT_INFO,
-            "capabilities": {"elicitation": elicitation},
-        }
-    return {
-        "protocolVersion": offered,
-        "clientInfo": CLIENT_INFO,
-        "clientCapabilities": {
-            "fs": {"readTextFile": False, "writeTextFile": False},
-            "terminal": False,
-            "elicitation": elicitation,
-        },
+        caps: dict[str, Any] = {"elicitation": elicitation}
+        if terminal_auth:
+            caps["auth"] = {"terminal": {}}
+        return {"protocolVersion": offered, "info": CLIENT_INFO, "capabilities": caps}
+    v1_caps: dict[str, Any] = {
+        "fs": {"readTextFile": False, "writeTextFile": False},
+        "terminal": False,
+        "elicitation": elicitation,
     }
+    if terminal_auth:
+        v1_caps["auth"] = {"terminal": True}
+    return {"protocolVersion": offered, "clientInfo": CLIENT_INFO, "clientCapabilities": v1_caps}
 
 
 def open_dialect(name: str, conn: Connection, version: int, result: dict[str, Any]) -> Dialect:

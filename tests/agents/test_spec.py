@@ -101,6 +101,8 @@ def test_default_agent_is_the_first_one(tmp_path: Path) -> None:
         ("[agents]\na = 1\n", r"\[agents\.a\] must be a table"),
         ("hub = 3\n", r"\[hub\] must be a table"),
         ("[agents.a\n", "invalid TOML"),
+        ('[agents.a]\ncommand = "a"\nauth_method = ""\n', "auth_method must be a non-empty"),
+        ('[agents.a]\ncommand = "a"\nauth_meta = 1\n', "auth_meta must be a table"),
     ],
 )
 def test_config_errors_name_the_file_and_key(tmp_path: Path, text: str, problem: str) -> None:
@@ -109,6 +111,18 @@ def test_config_errors_name_the_file_and_key(tmp_path: Path, text: str, problem:
     with pytest.raises(ConfigError, match=problem) as error:
         load_config(path)
     assert str(path) in str(error.value)
+
+
+def test_login_settings(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[agents.codex]\ncommand = "codex-acp"\nauth_method = "openai-api-key"\n'
+        'auth_meta = { team = "blue" }\n[agents.plain]\ncommand = "p"\n'
+    )
+    agents = load_config(path).agents
+    assert agents["codex"].auth_method == "openai-api-key"
+    assert dict(agents["codex"].auth_meta or {}) == {"team": "blue"}
+    assert (agents["plain"].auth_method, agents["plain"].auth_meta) == (None, None)
 
 
 def test_missing_config_file(tmp_path: Path) -> None:

@@ -72,6 +72,19 @@ def ts_ws_client_driver() -> Path:
     return _present(PEERS / "ws_client.mjs", "the ws client driver")
 
 
+def codex_acp() -> Path:
+    """The platform binary of ``@zed-industries/codex-acp`` 0.16.0 (v1; requires login).
+
+    npm installs only the optional dependency of the running platform; the binary is run
+    directly (the package's ``bin/codex-acp.js`` only looks it up and spawns it).
+    """
+    package = NODE_MODULES / "@zed-industries"
+    found = sorted(package.glob("codex-acp-*/bin/codex-acp"))
+    if not found:
+        missing(f"codex-acp is not installed under {package}: {_INSTALL_HINT}")
+    return found[0]
+
+
 def py_example_agent() -> Path:
     """The Python SDK 0.12.1 ``examples/agent.py`` (v1; message chunks only)."""
     return _present(PY_EXAMPLES / "agent.py", "the Python SDK example agent")
