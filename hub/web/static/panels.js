@@ -64,6 +64,12 @@ export function agentStatusText(agent) {
       return `${name} was restarted and took this session back: the conversation continues.`;
     case 'lost':
       return `${name} restarted but could not take this session back. Its history stays readable here; it cannot be prompted any more.`;
+    case 'logged_in':
+      return `${name} is logged in${agent.methodId ? ` (${agent.methodId})` : ''}.`;
+    case 'logged_out':
+      return `${name} was logged out: it needs a login by an owner before new sessions.`;
+    case 'login_failed':
+      return `${name} could not log in${agent.message ? `: ${agent.message}` : '.'}`;
     default:
       return `${name}: ${labelize(agent?.status)}`;
   }
