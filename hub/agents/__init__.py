@@ -5,8 +5,9 @@ shutdown rules. One module per concept: ``spec`` (definitions and config), ``pro
 (process groups, stderr, shutdown), ``connection`` (JSON-RPC over stdio), ``lifecycle``
 (an agent's states and their transition table), ``dialect`` (what differs between ACP v1
 and v2), ``agent`` (one agent's lifecycle and operations), ``sessions`` (the agent sessions
-and their sinks), ``inbound`` (what an agent sends), ``supervisor`` (all agents), ``sink``
-(what the session layer implements), ``errors`` (``AgentError``).
+and their sinks), ``inbound`` (what an agent sends), ``login`` (agents that require login),
+``terminal_login`` (``acp-hub agent-login``), ``supervisor`` (all agents), ``sink`` (what the
+session layer implements), ``errors`` (``AgentError``).
 """
 
 from __future__ import annotations

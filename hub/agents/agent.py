@@ -55,7 +55,7 @@ from hub.agents.dialect import Dialect, PromptAck, initialize_params, open_diale
 from hub.agents.errors import AgentError, agent_unavailable
 from hub.agents.inbound import Inbound
 from hub.agents.lifecycle import ENDED, AgentState, Lifecycle, Trigger
-from hub.agents.login import LoginStatus, login_problem, login_required, refused
+from hub.agents.login import Login, LoginStatus, login_required
 from hub.agents.process import AgentProcess, ShutdownTimings, group_alive
 from hub.agents.sessions import AgentSession, SessionTable
 from hub.agents.sink import SessionSink
@@ -147,11 +147,7 @@ class Agent:
         self._start_lock = anyio.Lock()
         self._failures = 0
         self._next_start = 0.0
-        # The login redone after every start: the configured one, or an owner's.
-        self._login: tuple[str, Mapping[str, Any] | None] | None = (
-            (spec.auth_method, spec.auth_meta) if spec.auth_method else None
-        )
-        self._login_status = LoginStatus()
+        self._login = Login(spec, self._sessions)
 
     # -- what the hub reads ------------------------------------------------------------------
 
@@ -193,7 +189,7 @@ class Agent:
     @property
     def login_status(self) -> LoginStatus:
         """What the hub knows of the agent's login (``hub.agents.login``)."""
-        return self._login_status
+        return self._login.status
 
     @property
     def pid(self) -> int | None:
@@ -338,7 +334,7 @@ class Agent:
                 with anyio.fail_after(self.policy.initialize_timeout):
                     dialect = await self._initialize(live)
                 live.dialect = live.inbound.dialect = self._dialect = dialect
-                await self._log_in_again(dialect)
+                await self._login.redo(dialect, self.policy.initialize_timeout)
                 await self._reattach(dialect)
             except TimeoutError:
                 error = agent_unavailable(
@@ -447,60 +443,10 @@ class Agent:
 
     # -- login -----------------------------------------------------------------------------
 
-    async def _log_in_again(self, dialect: Dialect) -> None:
-        """The configured (or an owner's) login on a fresh process; a failure is reported,
-        not raised: the agent runs, and what needs the login says why it failed."""
-        if self._login is None:
-            return
-        method_id, meta = self._login
-        try:
-            with anyio.fail_after(self.policy.initialize_timeout):
-                await self._log_in(dialect, method_id, meta, configured=True)
-        except TimeoutError:
-            message = f"no answer to the login within {self.policy.initialize_timeout}s"
-        except AgentError as exc:
-            message = exc.error.message
-        else:
-            self._set_login(LoginStatus("logged_in", method_id))
-            return
-        logger.warning("! agent %s: login with %r failed: %s", self.name, method_id, message)
-        self._set_login(LoginStatus("failed", method_id, message))
-
     def login_problem(self, method_id: str) -> str | None:
         """Why the hub would not send a login with ``method_id`` now (``None``: it would);
         see ``hub.agents.login.login_problem``."""
-        return login_problem(
-            self.name, self.spec.env, self.auth_methods, method_id, must_be_advertised=True
-        )
-
-    async def _log_in(
-        self,
-        dialect: Dialect,
-        method_id: str,
-        meta: Mapping[str, Any] | None,
-        *,
-        configured: bool,
-    ) -> None:
-        problem = login_problem(
-            self.name,
-            self.spec.env,
-            dialect.auth_methods,
-            method_id,
-            must_be_advertised=configured,
-        )
-        if problem is not None:
-            raise refused(self.name, problem)
-        method, params = dialect.login_request(method_id, dict(meta) if meta else None)
-        logger.info("= agent %s: logging in (%s %s)", self.name, method, method_id)
-        await dialect.conn.request(method, params)
-
-    def _set_login(self, status: LoginStatus) -> None:
-        changed = status != self._login_status
-        self._login_status = status
-        if changed:
-            event = status.event()
-            for entry in self._sessions:
-                entry.tell(event)
+        return self._login.problem(self.auth_methods, method_id)
 
     async def login(self, method_id: str, meta: Mapping[str, Any] | None = None) -> None:
         """Log the agent in with ``method_id`` (``authenticate`` to v1, ``auth/login`` to
@@ -508,21 +454,12 @@ class Agent:
         refuses, ``-32602`` for a terminal method or an ``env_var`` method whose variables
         the definition's ``env`` lacks. Who may call this is the caller's business: the
         process is shared by every session of the agent."""
-        dialect = await self._ready()
-        await self._log_in(dialect, method_id, meta, configured=False)
-        logger.info("= agent %s: logged in with %r", self.name, method_id)
-        self._login = (method_id, meta)
-        self._set_login(LoginStatus("logged_in", method_id))
+        await self._login.log_in(await self._ready(), method_id, meta)
 
     async def logout(self) -> None:
         """Log the agent out (``logout`` to v1 when advertised, ``auth/logout`` to v2) and
         forget the login to redo after a restart."""
-        dialect = await self._ready()
-        method, params = dialect.logout_request()
-        await dialect.conn.request(method, params)
-        logger.info("= agent %s: logged out", self.name)
-        self._login = None
-        self._set_login(LoginStatus("logged_out"))
+        await self._login.log_out(await self._ready())
 
     # -- operations --------------------------------------------------------------------------
 
@@ -550,7 +487,7 @@ class Agent:
                 self._sessions.drop(entry.session_id)
             if exc.code == AUTH_REQUIRED:
                 methods = dialect.auth_methods
-                raise login_required(self.name, methods, self._login_status, exc.error) from None
+                raise login_required(self.name, methods, self._login.status, exc.error) from None
             raise
         except BaseException:
             for entry in created:

@@ -28,14 +28,21 @@ Methods by type (https://agentclientprotocol.com/rfds/auth-methods):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import anyio
+
+from hub.agents.dialect import Dialect
 from hub.agents.errors import AgentError
+from hub.agents.sessions import SessionTable
+from hub.agents.spec import AgentSpec
 from hub.protocol.errors import AUTH_REQUIRED, INVALID_PARAMS, RpcError, hub_error
 
 __all__ = [
+    "Login",
     "LoginStatus",
     "describe_methods",
     "env_var_names",
@@ -44,6 +51,8 @@ __all__ = [
     "login_required",
     "refused",
 ]
+
+logger = logging.getLogger("hub.agents")
 
 LoginState = Literal["none", "logged_in", "logged_out", "failed"]
 
@@ -173,3 +182,90 @@ def login_required(
 def refused(agent: str, problem: str) -> AgentError:
     """A login the hub will not send (``login_problem``), as ``-32602``."""
     return AgentError(hub_error(INVALID_PARAMS, problem, {"agent": agent}))
+
+
+class Login:
+    """One agent's login: the one to redo after every start (the configured one, or the
+    last an owner made), and its ``LoginStatus``, whose changes every registered session
+    is told of."""
+
+    def __init__(self, spec: AgentSpec, sessions: SessionTable) -> None:
+        self._spec = spec
+        self._sessions = sessions
+        self._again: tuple[str, Mapping[str, Any] | None] | None = (
+            (spec.auth_method, spec.auth_meta) if spec.auth_method else None
+        )
+        self.status = LoginStatus()
+
+    @property
+    def name(self) -> str:
+        return self._spec.name
+
+    def problem(self, methods: Sequence[Mapping[str, Any]], method_id: str) -> str | None:
+        """``login_problem`` for a method the agent must advertise."""
+        return login_problem(self.name, self._spec.env, methods, method_id, must_be_advertised=True)
+
+    async def redo(self, dialect: Dialect, timeout: float) -> None:
+        """The login to redo on a fresh process, if any; a failure is reported (log line,
+        status, sessions), not raised: the agent runs, and what needs the login says why."""
+        if self._again is None:
+            return
+        method_id, meta = self._again
+        try:
+            with anyio.fail_after(timeout):
+                await self._send(dialect, method_id, meta, configured=True)
+        except TimeoutError:
+            message = f"no answer to the login within {timeout}s"
+        except AgentError as exc:
+            message = exc.error.message
+        else:
+            self._set(LoginStatus("logged_in", method_id))
+            return
+        logger.warning("! agent %s: login with %r failed: %s", self.name, method_id, message)
+        self._set(LoginStatus("failed", method_id, message))
+
+    async def log_in(
+        self, dialect: Dialect, method_id: str, meta: Mapping[str, Any] | None
+    ) -> None:
+        """An owner's login (see ``Agent.login``); remembered to redo after a restart."""
+        await self._send(dialect, method_id, meta, configured=False)
+        logger.info("= agent %s: logged in with %r", self.name, method_id)
+        self._again = (method_id, meta)
+        self._set(LoginStatus("logged_in", method_id))
+
+    async def log_out(self, dialect: Dialect) -> None:
+        """An owner's logout (see ``Agent.logout``); nothing is redone after a restart."""
+        method, params = dialect.logout_request()
+        await dialect.conn.request(method, params)
+        logger.info("= agent %s: logged out", self.name)
+        self._again = None
+        self._set(LoginStatus("logged_out"))
+
+    async def _send(
+        self,
+        dialect: Dialect,
+        method_id: str,
+        meta: Mapping[str, Any] | None,
+        *,
+        configured: bool,
+    ) -> None:
+        problem = login_problem(
+            self.name,
+            self._spec.env,
+            dialect.auth_methods,
+            method_id,
+            must_be_advertised=configured,
+        )
+        if problem is not None:
+            raise refused(self.name, problem)
+        method, params = dialect.login_request(method_id, dict(meta) if meta else None)
+        logger.info("= agent %s: logging in (%s %s)", self.name, method, method_id)
+        await dialect.conn.request(method, params)
+
+    def _set(self, status: LoginStatus) -> None:
+        changed = status != self.status
+        self.status = status
+        if changed:
+            event = status.event()
+            for entry in self._sessions:
+                entry.tell(event)
