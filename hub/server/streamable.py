@@ -25,7 +25,8 @@ took the message. ``DELETE`` closes the connection.
 The connection's message loop (``ClientConnection.run``) runs in the hub's task group and
 reads what POSTs hand it through a bounded channel, so a client that posts faster than the hub
 handles waits on its POSTs. A connection with no GET open and no POST for ``IDLE_TIMEOUT``
-seconds is closed (its sessions go on; it resumes them on a new connection).
+seconds is closed (its sessions go on; it resumes them on a new connection), and so is one that
+opened no stream within ``FIRST_GET_TIMEOUT`` seconds of its ``initialize``.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ SESSION_HEADER = "acp-session-id"
 COOKIE = "acp-connection"
 IDLE_TIMEOUT = 300.0
 """Seconds an HTTP connection lives with no GET reading it and no POST."""
+FIRST_GET_TIMEOUT = 30.0
+"""Seconds a new HTTP connection has to open its first stream: one that never reads is not
+kept for ``IDLE_TIMEOUT`` (initializing costs a client one POST; the hub holds it longer)."""
 RETAIN_SHARE = 4
 """A stream keeps the last ``outbox_bytes // RETAIN_SHARE`` bytes it wrote, for GETs that come
 back with ``Last-Event-ID`` (1 MiB with the default bound)."""
@@ -130,6 +134,10 @@ class StreamOutbox:
         """The answer to the client's request ``request_id`` goes on ``session_id``'s stream
         (``None``: the connection's)."""
         self._answers_to[_key(request_id)] = session_id
+
+    def answered(self, request_id: Any) -> None:
+        """The client answered the hub's request ``request_id``: nothing to withdraw later."""
+        self._requests_on.pop(_key(request_id), None)
 
     def hold_answer(self, request_id: Any) -> None:
         """The answer to ``request_id`` is the POST's own body (``initialize``)."""
@@ -268,6 +276,7 @@ class HttpConnection:
         self.inbox, self._inbound = anyio.create_memory_object_stream[str](INBOX_FRAMES)
         self.last_activity = anyio.current_time()
         self.open_gets = 0
+        self.ever_read = False
         self.ended = anyio.Event()
 
     @property
@@ -286,6 +295,13 @@ class HttpConnection:
             async with anyio.create_task_group() as tg:
 
                 async def watch_idle() -> None:
+                    with anyio.move_on_after(FIRST_GET_TIMEOUT):
+                        while not self.ever_read:  # noqa: ASYNC110 - checked rarely, no event
+                            await anyio.sleep(FIRST_GET_TIMEOUT / 10)
+                    if not self.ever_read:
+                        log.info("= %s: no stream opened, closing", self.connection_id)
+                        self.conn.close(GOING_AWAY, "no stream was opened")
+                        return
                     while True:
                         await anyio.sleep(IDLE_TIMEOUT / 4)
                         idle = anyio.current_time() - self.last_activity
@@ -430,6 +446,8 @@ class StreamableHttp:
                 return json_error(400, "Acp-Session-Id does not match params.sessionId")
         if is_request:
             http.outbox.expect_answer(request_id, session_id if method in SESSION_SCOPED else None)
+        elif method is None:
+            http.outbox.answered(request_id)
         try:
             await http.post(body.decode())
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -521,6 +539,7 @@ class StreamableHttp:
                 writer = http.outbox.writers[session_id]
             last_event_id = None
         http.open_gets += 1
+        http.ever_read = True
         try:
             detached, found_id = await writer.open(send, last_event_id)
             if not found_id:

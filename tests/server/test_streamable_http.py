@@ -20,6 +20,7 @@ from acp import connect_to_agent, text_block
 from acp.http.client import create_http_stream
 from acp.ws.client import create_websocket_stream
 
+from hub.server import streamable
 from hub.settings import Settings
 from tests.bridge.harness import EditorClient
 from tests.server.harness import AcpClient, acp_client, running_hub, scripted_agent
@@ -376,3 +377,30 @@ async def test_bad_requests_get_the_rfds_status_codes() -> None:
         ).status_code == 404
         http.cookies.clear()  # without the cookie either, the connection is not named at all
         assert (await http.delete(url)).status_code == 400
+
+
+async def test_a_connection_that_never_opens_a_stream_is_not_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(streamable, "FIRST_GET_TIMEOUT", 2.0)
+    async with running_hub([_agent()]) as hub, http_acp(hub.http + "/acp") as reader:
+        async with httpx.AsyncClient() as http:
+            init = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {"protocolVersion": 2},
+            }
+            answered = await http.post(
+                hub.http + "/acp",
+                content=orjson.dumps(init),
+                headers={"Content-Type": "application/json"},
+            )
+        silent = hub.app.http.connections[answered.headers["acp-connection-id"]]
+        with anyio.fail_after(10):
+            await silent.ended.wait()
+        assert silent.conn.outbox.close_code == 1001
+        # The client that reads its stream is still there.
+        assert reader.connection_id in hub.app.http.connections
+        listed = await reader.call("session/list", {})
+        assert listed["sessions"] == []
