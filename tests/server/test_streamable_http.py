@@ -404,3 +404,25 @@ async def test_a_connection_that_never_opens_a_stream_is_not_kept(
         assert reader.connection_id in hub.app.http.connections
         listed = await reader.call("session/list", {})
         assert listed["sessions"] == []
+
+
+async def test_an_idle_stream_gets_keepalives() -> None:
+    settings = Settings(ping_interval=0.2)
+    async with (
+        running_hub([_agent()], settings) as hub,
+        http_acp(hub.http + "/acp") as client,
+        httpx.AsyncClient(timeout=httpx.Timeout(10, read=None)) as http,
+    ):
+        headers = {"Accept": "text/event-stream", "Acp-Connection-Id": client.connection_id or ""}
+        async with http.stream("GET", hub.http + "/acp", headers=headers) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            assert response.headers["x-accel-buffering"] == "no"
+            comments = 0
+            with anyio.fail_after(10):
+                async for line in response.aiter_lines():
+                    if line == ": keepalive":
+                        comments += 1
+                        if comments == 2:
+                            break
+        assert comments == 2
