@@ -4,8 +4,8 @@
 #   tests/peers/install.sh PYTHON
 #
 # - npm ci in tests/peers (the TypeScript SDK 1.9.0 examples, SDK 2.4.0, ws, typescript for
-#   tsc -p hub/web, and codex-acp 0.16.0, whose package pulls the platform's binary, about
-#   230 MB, as an optional dependency); skipped with a message when npm is absent (the tests
+#   tsc -p hub/web, axe-core for the accessibility checks of tests/web, and codex-acp 0.16.0,
+#   whose package pulls the platform's binary, about 230 MB, as an optional dependency); skipped with a message when npm is absent (the tests
 #   that need node then skip, or fail in CI);
 # - the Python SDK (requirements.txt) into PYTHON's environment;
 # - the Python SDK's sdist into tests/peers/cache/, with its examples/ extracted beside it.

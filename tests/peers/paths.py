@@ -21,6 +21,9 @@ PY_EXAMPLES = PEERS / "cache" / f"agent-client-protocol-{PY_SDK_VERSION}" / "exa
 _INSTALL_HINT = "run `make peers` (tests/peers/install.sh)"
 
 
+AXE = NODE_MODULES / "axe-core" / "axe.min.js"  # axe-core 4.14.1, for tests/web
+
+
 def _present(path: Path, what: str) -> Path:
     if not path.exists():
         missing(f"{what} is not installed at {path}: {_INSTALL_HINT}")
@@ -93,3 +96,8 @@ def py_example_agent() -> Path:
 def py_echo_agent() -> Path:
     """The Python SDK 0.12.1 ``examples/echo_agent.py`` (echoes whatever version it is offered)."""
     return _present(PY_EXAMPLES / "echo_agent.py", "the Python SDK echo agent")
+
+
+def axe_script() -> Path:
+    """axe-core's browser bundle (evaluated in pages by the accessibility tests)."""
+    return _present(AXE, "axe-core")

@@ -89,11 +89,12 @@ function renderLines(lines) {
     }
     const row = el('div', `dl dl-${kind}`);
     row.setAttribute('role', 'row');
-    if (kind !== 'meta' && kind !== 'hunk') {
-      row.append(el('span', 'dl-no', oldNo), el('span', 'dl-no', newNo));
-    }
-    const text = el('span', 'dl-text', line || ' ');
-    row.append(text);
+    // A table's rows hold cells (screen readers announce them by column).
+    const cells = [];
+    if (kind !== 'meta' && kind !== 'hunk') cells.push(el('span', 'dl-no', oldNo), el('span', 'dl-no', newNo));
+    cells.push(el('span', 'dl-text', line || ' '));
+    for (const cell of cells) cell.setAttribute('role', 'cell');
+    row.append(...cells);
     if (kind === 'add') row.setAttribute('aria-label', `added: ${line.slice(1)}`);
     if (kind === 'del') row.setAttribute('aria-label', `removed: ${line.slice(1)}`);
     body.append(row);

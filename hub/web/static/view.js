@@ -144,8 +144,10 @@ export class SessionView {
     });
     this.dock.append(this.dialogs.element, this.composer);
 
-    this.announcer = el('div', 'visually-hidden');
-    this.announcer.setAttribute('role', 'status');
+    // What screen readers are told, politely: each message its own line, the last few kept,
+    // so that one announcement does not overwrite another in the same moment.
+    this.announcer = el('div', 'visually-hidden announcer');
+    this.announcer.setAttribute('role', 'log');
     this.announcer.setAttribute('aria-live', 'polite');
 
     root.replaceChildren(this.header, this.main, this.dock, this.announcer);
@@ -153,7 +155,9 @@ export class SessionView {
 
   /** @param {string} text */
   announce(text) {
-    this.announcer.textContent = text;
+    if (this.announcer.lastElementChild?.textContent === text) return;
+    this.announcer.append(el('p', '', text));
+    while (this.announcer.childElementCount > 5) this.announcer.firstElementChild?.remove();
   }
 
   // -------------------------------------------------------------------------------------------
