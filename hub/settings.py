@@ -48,6 +48,14 @@ class Settings:
     # Where sessions are kept (docs/design/store.md).
     store: str = "memory"
     """``memory``, ``sqlite:///PATH`` or ``redis://HOST:PORT/DB``."""
+    node_name: str = ""
+    """This node's name among several on one Redis (as owner of its sessions). Empty: a new
+    random name at every start. A node restarted with the same name takes its sessions back
+    at once instead of after ``node_lease``; two running nodes must never share a name."""
+    node_lease: float = 10.0
+    """With several nodes on Redis: a node owns a session for this many seconds after it last
+    renewed its ownership (every third of it); a node that dies is replaced after at most
+    this long (and the next scan, ``node_lease / 3`` later)."""
     snapshot_events: int = 1000
     """A durable store keeps a compacted snapshot of a session every this many events (and
     at a clean shutdown); a restart folds the snapshot and the events after it."""
@@ -161,6 +169,7 @@ class Settings:
             "retained_events",
             "max_line_bytes",
             "snapshot_events",
+            "node_lease",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")

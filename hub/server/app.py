@@ -75,7 +75,7 @@ class HubApp:
         self.connections: set[ClientConnection] = set()
         self.supervisor: Supervisor | None = None
         self.registry: SessionRegistry | None = None
-        self.store: Store = open_store(settings.store)
+        self.store: Store = open_store(settings.store, node=settings.node_name)
         self.metrics = HubMetrics(self)
         self.http = StreamableHttp(self)
         self._http_tasks: anyio.abc.TaskGroup | None = None

@@ -71,6 +71,9 @@ from hub.settings import Role, Settings, role_rank
 
 log = logging.getLogger("hub.server")
 
+REMOTE_ATTACH = frozenset({"session/resume", "session/load", "session/attach"})
+"""Attaching methods that may name a session another hub node owns (several nodes)."""
+
 
 class ConnectionOutbox(Protocol):
     """What the connection needs from its outbox (``hub.server.outbox.Outbox`` is one; see
@@ -392,6 +395,10 @@ class ClientConnection:
             return
         sync = SYNC_METHODS.get(method)
         if sync is not None:
+            if method in REMOTE_ATTACH and self.registry.is_remote(params.get("sessionId")):
+                # A session another node owns, not followed here yet: follow it, then attach.
+                self._spawn(lambda: self._attach_remote(entry.id, sync, params, reply), method)
+                return
             reply(self._run_sync(entry.id, sync, params))
             self._flush_announcements()
             return
@@ -404,6 +411,23 @@ class ClientConnection:
         scope = anyio.CancelScope()
         self._inflight[entry.id] = scope
         self._spawn(lambda: self._run_async(entry.id, handler, params, reply, scope), method)
+
+    async def _attach_remote(
+        self,
+        request_id: Any,
+        handler: SyncHandler,
+        params: dict[str, Any],
+        reply: Callable[[bytes], None],
+    ) -> None:
+        try:
+            await self.registry.load_remote(params["sessionId"])
+        except Exception as exc:
+            frame = jsonrpc.error(request_id, self._failure(exc))
+        else:
+            frame = self._run_sync(request_id, handler, params)
+        if self.state is not ConnectionState.CLOSED:
+            reply(frame)
+            self._flush_announcements()
 
     def _failure(self, exc: Exception) -> RpcError:
         """The error answering a request whose handler raised ``exc`` (call it from the

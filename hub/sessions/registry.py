@@ -11,20 +11,28 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.abc
 
 from hub.agents.errors import AgentError
-from hub.protocol.errors import LIMIT_REACHED, hub_error, invalid_params, resource_not_found
+from hub.protocol.errors import (
+    LIMIT_REACHED,
+    NOT_OWNER,
+    hub_error,
+    invalid_params,
+    resource_not_found,
+)
 from hub.sessions import restore, workspace
 from hub.sessions.client import ClientHandle
+from hub.sessions.cluster import Cluster
 from hub.sessions.errors import SessionFailure
 from hub.sessions.metrics import SessionMetrics
+from hub.sessions.mirror import MirrorSession
 from hub.sessions.session import Session
 from hub.settings import Settings
-from hub.store import Store, StoreError
+from hub.store import SharedStore, Store, StoreError
 from hub.store.memory import MemoryStore
 
 if TYPE_CHECKING:
@@ -57,6 +65,8 @@ class SessionRegistry:
         self.listeners: list[Callable[[Session], None]] = []
         self._saving: set[str] = set()
         self._save_again: set[str] = set()
+        self.cluster: Cluster | None = None
+        """With a shared store (several nodes): ownership, mirrors and forwarding."""
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[SessionRegistry]:
@@ -69,57 +79,89 @@ class SessionRegistry:
             try:
                 if self.store.durable:
                     await self._restore_all()
+                if self.store.shared:
+                    self.cluster = Cluster(self, cast(SharedStore, self.store))
+                    self.cluster.start()
                 yield self
             finally:
                 for session in self.sessions.values():
                     session.snapshot()
+                if self.store.shared:
+                    await self._hand_over()
                 self._tg = None
                 tg.cancel_scope.cancel()
 
+    async def _hand_over(self) -> None:
+        """At a clean shutdown with several nodes: write what is queued, then give up the
+        sessions this node owns, so that other nodes take them over at once."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            try:
+                await self.store.flush()
+                await self.store.release(list(self.sessions))
+            except Exception as exc:
+                log.warning("! the sessions were not handed over (they will be): %s", exc)
+
     async def _restore_all(self) -> None:
-        """Every session of the store's directory, rebuilt (``hub.sessions.restore``)."""
-        bounds = {
+        """Every session of the store's directory this node may own, rebuilt
+        (``hub.sessions.restore``); with several nodes, the sessions another live node owns
+        are left to it (``hub.sessions.cluster`` takes them over if it dies)."""
+        for record in await self.store.records():
+            await self.take(record.session_id, record.agent, record.creator)
+
+    @property
+    def bounds(self) -> dict[str, int]:
+        """The retained-tail bounds of every session's log."""
+        return {
             "max_events": self.settings.retained_events,
             "max_bytes": self.settings.retained_bytes,
         }
-        for record in await self.store.records():
-            try:
-                restored = await self.store.restore(record.session_id, **bounds)
-            except StoreError as exc:
-                log.error("! %s: cannot be restored: %s", record.session_id, exc)
-                continue
-            if restored is None:
-                log.warning("! %s: in the directory without a log; skipped", record.session_id)
-                continue
-            try:
-                agent: Agent | None = self.supervisor.get(record.agent)
-            except KeyError:
-                agent = None
-            try:
-                session = restore.rebuild(
-                    restored,
-                    agent if agent is not None else restore.UnconfiguredAgent(record.agent),
-                    settings=self.settings,
-                    store=self.store,
-                    on_change=self._notify,
-                    spawn=self.spawn,
-                    metrics=self.metrics,
-                )
-            except StoreError as exc:
-                log.error("! %s: cannot be restored: %s", record.session_id, exc)
-                continue
-            session.creator = record.creator
-            session.on_record = self.save_record
-            restore.settle(session)
-            self.sessions[session.id] = session
-            log.info(
-                "= %s: restored (epoch %s, seq %s%s)",
-                session.id,
-                session.log.epoch,
-                session.log.last_seq,
-                "" if restored.clean else ", continued after an unclean stop",
+
+    async def take(self, session_id: str, agent_name: str, creator: str | None) -> bool:
+        """Restore ``session_id`` from the store and own it (after claiming it, with several
+        nodes); ``False`` when another node owns it or it cannot be restored (logged)."""
+        if session_id in self.sessions:
+            return True
+        if not await self.store.claim(session_id, self.settings.node_lease):
+            return False
+        try:
+            restored = await self.store.restore(session_id, **self.bounds)
+        except StoreError as exc:
+            log.error("! %s: cannot be restored: %s", session_id, exc)
+            return False
+        if restored is None:
+            log.warning("! %s: in the directory without a log; skipped", session_id)
+            return False
+        try:
+            agent: Agent | None = self.supervisor.get(agent_name)
+        except KeyError:
+            agent = None
+        try:
+            session = restore.rebuild(
+                restored,
+                agent if agent is not None else restore.UnconfiguredAgent(agent_name),
+                settings=self.settings,
+                store=self.store,
+                on_change=self._notify,
+                spawn=self.spawn,
+                metrics=self.metrics,
             )
-            self._reattach_later(session, agent)
+        except StoreError as exc:
+            log.error("! %s: cannot be restored: %s", session_id, exc)
+            return False
+        session.creator = creator
+        session.on_record = self.save_record
+        restore.settle(session)
+        self.sessions[session.id] = session
+        log.info(
+            "= %s: restored (epoch %s, seq %s%s)",
+            session.id,
+            session.log.epoch,
+            session.log.last_seq,
+            "" if restored.clean else ", continued after an unclean stop",
+        )
+        self._reattach_later(session, agent)
+        self._notify(session)
+        return True
 
     def _reattach_later(self, session: Session, agent: Agent | None) -> None:
         session.ready = anyio.Event()  # prompts wait from now on, not from when the task runs
@@ -170,8 +212,29 @@ class SessionRegistry:
         self._tg.start_soon(guarded, name=name)
 
     def find(self, session_id: Any) -> Session | None:
-        """The session ``session_id`` (any JSON value), or ``None``."""
-        return self.sessions.get(session_id) if isinstance(session_id, str) else None
+        """The session ``session_id`` (any JSON value), or ``None``: one this node owns, or
+        one it follows for its clients (``hub.sessions.mirror``)."""
+        if not isinstance(session_id, str):
+            return None
+        session = self.sessions.get(session_id)
+        if session is None and self.cluster is not None:
+            session = self.cluster.mirrors.get(session_id)
+        return session
+
+    def changed(self, session: Session) -> None:
+        """Tell the listeners that ``session``'s summary may have changed."""
+        self._notify(session)
+
+    def is_remote(self, session_id: Any) -> bool:
+        """Whether ``session_id`` may be a session another node owns that this node does not
+        follow yet (``load_remote`` then follows it)."""
+        return self.cluster is not None and self.cluster.is_remote(session_id)
+
+    async def load_remote(self, session_id: str) -> Session:
+        """Follow the session another node owns (``SessionFailure`` -32002 if unknown)."""
+        if self.cluster is None:
+            raise SessionFailure(resource_not_found(f"no session {session_id!r}"))
+        return await self.cluster.mirror(session_id)
 
     def get(self, session_id: Any) -> Session:
         """The session ``session_id``, or ``SessionFailure`` with ``-32002``."""
@@ -204,6 +267,14 @@ class SessionRegistry:
         except KeyError:
             raise SessionFailure(invalid_params(f"unknown agent {name!r}")) from None
         session_id = f"s-{secrets.token_hex(8)}"
+        if self.store.shared:
+            # This node owns what it creates (a fresh id: nobody else can hold it).
+            try:
+                await self.store.claim(session_id, self.settings.node_lease)
+            except StoreError as exc:
+                raise SessionFailure(
+                    hub_error(NOT_OWNER, f"the store is unavailable: {exc}")
+                ) from None
         session = Session(
             session_id,
             agent,
@@ -289,7 +360,10 @@ class SessionRegistry:
     def list(self) -> list[dict[str, Any]]:
         """The v2 ``SessionInfo`` entries of every session, with the hub's ``_meta``."""
         entries = []
-        for session in self.sessions.values():
+        shown = dict(self.sessions)
+        if self.cluster is not None:
+            shown.update({k: v for k, v in self.cluster.mirrors.items() if k not in shown})
+        for session in shown.values():
             entry: dict[str, Any] = {
                 "sessionId": session.id,
                 "cwd": session.cwd,
@@ -298,6 +372,27 @@ class SessionRegistry:
             if session.state.title:
                 entry["title"] = session.state.title
             entries.append(entry)
+        if self.cluster is not None:
+            # Owned by other nodes and not followed here: what the directory says.
+            for session_id, (record, owner) in self.cluster.directory.items():
+                if session_id in shown:
+                    continue
+                entries.append(
+                    {
+                        "sessionId": session_id,
+                        "cwd": record.cwd,
+                        "_meta": {
+                            "acp-hub": {
+                                "agent": record.agent,
+                                "agentSessionId": record.agent_session_id,
+                                "state": "lost" if record.status == "lost" else "unknown",
+                                "promptPolicy": record.prompt_policy,
+                                "permissionPolicy": record.permission_policy,
+                                "node": owner,
+                            }
+                        },
+                    }
+                )
         return entries
 
     async def close(self, client: ClientHandle | None, session: Session, *, delete: bool) -> None:
@@ -305,6 +400,14 @@ class SessionRegistry:
         ``None`` is the hub itself (an idle session reaped)."""
         if client is not None:
             session.require(client, "owner", "session/delete" if delete else "session/close")
+        if isinstance(session, MirrorSession):
+            raise SessionFailure(
+                hub_error(
+                    NOT_OWNER,
+                    "Closing a session another node owns is not forwarded; "
+                    "connect to the owner's node",
+                )
+            )
         session.closed = True
         self.sessions.pop(session.id, None)
         await self._forget(session.id)

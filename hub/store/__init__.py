@@ -8,28 +8,35 @@ sessions layer talks to, ``docs/design/store.md`` the design.
 from __future__ import annotations
 
 from hub.settings import StoreUrl, parse_store_url
-from hub.store.base import Restored, SessionRecord, Snapshot, Store, StoreError
+from hub.store.base import Restored, SessionRecord, SharedStore, Snapshot, Store, StoreError
 
 
-def open_store(setting: str) -> Store:
-    """The store named by ``setting`` (not yet connected: enter its ``running()``)."""
+def open_store(setting: str, *, node: str = "") -> Store:
+    """The store named by ``setting`` (not yet connected: enter its ``running()``); ``node``
+    names this node as writer and owner (empty: a random name)."""
     url = parse_store_url(setting)
+    store: Store
     if url.kind == "sqlite":
         from hub.store.sqlite import SqliteStore
 
-        return SqliteStore(url.target, synchronous=dict(url.options).get("synchronous", "normal"))
-    if url.kind == "redis":
+        store = SqliteStore(url.target, synchronous=dict(url.options).get("synchronous", "normal"))
+    elif url.kind == "redis":
         from hub.store.redis import RedisStore
 
-        return RedisStore(url.target)
-    from hub.store.memory import MemoryStore
+        store = RedisStore(url.target)
+    else:
+        from hub.store.memory import MemoryStore
 
-    return MemoryStore()
+        return MemoryStore()
+    if node:
+        store.node = node
+    return store
 
 
 __all__ = [
     "Restored",
     "SessionRecord",
+    "SharedStore",
     "Snapshot",
     "Store",
     "StoreError",

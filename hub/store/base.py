@@ -178,5 +178,57 @@ class Store(Protocol):
         """Bring a stored session back (``None`` when the store does not hold it)."""
         ...
 
+    # -- several nodes (a shared store: Redis) ------------------------------------------------
 
-__all__ = ["Restored", "SessionRecord", "Snapshot", "Store", "StoreError"]
+    shared: bool
+    """Whether several hub nodes can share this store (then sessions have owners)."""
+    node: str
+    """This store instance's token: the node's name as owner and writer."""
+
+    async def read_session(
+        self, session_id: str, *, max_events: int, max_bytes: int
+    ) -> Restored | None:
+        """A stored session as it is now, for a node that does not own it: its ``log`` is a
+        plain ``EventLog`` (nothing is written, nothing taken over)."""
+        ...
+
+    async def claim(self, session_id: str, ttl: float) -> bool:
+        """Become (or stay) the owner of ``session_id`` for ``ttl`` seconds; ``False`` when
+        another node holds it. A store that is not shared always grants it."""
+        ...
+
+    async def renew(self, session_ids: list[str], ttl: float) -> list[str]:
+        """Extend this node's ownership of ``session_ids``; the ids it no longer owns."""
+        ...
+
+    async def release(self, session_ids: list[str]) -> None:
+        """Give up the ownership of ``session_ids`` (a clean shutdown)."""
+        ...
+
+    async def owner(self, session_id: str) -> str | None:
+        """The node that owns ``session_id`` now, if any."""
+        ...
+
+
+class SharedStore(Store, Protocol):
+    """A store several nodes share (Redis): besides ``Store``, the streams other nodes follow
+    and each node's inbox for the requests forwarded to it."""
+
+    async def owners(self, session_ids: list[str]) -> dict[str, str | None]:
+        """The owner of each of ``session_ids`` now."""
+        ...
+
+    async def follow(self, positions: dict[str, int], block: float) -> dict[str, list[Row]]:
+        """The stored events after ``positions[session_id]``, waiting up to ``block`` s."""
+        ...
+
+    async def send(self, node: str, message: dict[str, Any]) -> None:
+        """Put ``message`` in the inbox of ``node``."""
+        ...
+
+    async def receive(self, after: str, block: float) -> tuple[str, list[dict[str, Any]]]:
+        """This node's inbox after entry ``after``, waiting up to ``block`` s."""
+        ...
+
+
+__all__ = ["Restored", "SessionRecord", "SharedStore", "Snapshot", "Store", "StoreError"]

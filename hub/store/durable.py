@@ -129,6 +129,26 @@ class Item:
     log: WrittenLog = field(repr=False)
 
 
+def _updates(
+    session_id: str, meta: LogMeta, snapshot: Snapshot | None, rows: list[Row]
+) -> list[dict[str, Any]]:
+    """The updates that rebuild a stored session's state: the snapshot's, then the events'
+    after it; ``StoreError`` when they do not continue each other."""
+    base = 0 if snapshot is None else snapshot.seq
+    tail = [row for row in rows if row[0] > base]
+    if (tail and tail[0][0] != base + 1) or (not tail and meta.last_seq != base):
+        raise StoreError(
+            f"session {session_id}: stored events do not continue its snapshot "
+            f"(snapshot {base}, events {rows[0][0] if rows else '-'}..{meta.last_seq})"
+        )
+    try:
+        updates = [] if snapshot is None else list(snapshot.updates)
+        updates.extend(update_of(row) for row in tail)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"session {session_id}: a stored event is damaged: {exc}") from None
+    return updates
+
+
 def lineage_of(data: Any) -> dict[EpochT, int]:
     """A stored lineage (``{"epoch": seq}``, keys as text) as a dict of ints."""
     if not isinstance(data, dict):
@@ -141,6 +161,7 @@ class DurableStore(ABC):
 
     kind = "durable"
     durable = True
+    shared = False
 
     def __init__(self) -> None:
         self.node = secrets.token_hex(8)
@@ -248,23 +269,38 @@ class DurableStore(ABC):
                 raise StoreError(f"the {self.kind} store is not running")
             await self._progress.wait()
 
+    async def read_session(
+        self, session_id: str, *, max_events: int, max_bytes: int
+    ) -> Restored | None:
+        loaded = await self._load(session_id)
+        if loaded is None:
+            return None
+        record, meta, snapshot, rows = loaded
+        updates = _updates(session_id, meta, snapshot, rows)
+        plain = EventLog(
+            max_events=max_events, max_bytes=max_bytes, epoch=meta.epoch, lineage=meta.lineage
+        )
+        plain.restore(rows, meta.last_seq)
+        return Restored(record, plain, updates, meta.clean)
+
+    async def claim(self, session_id: str, ttl: float) -> bool:
+        return True
+
+    async def renew(self, session_ids: list[str], ttl: float) -> list[str]:
+        return []
+
+    async def release(self, session_ids: list[str]) -> None:
+        return None
+
+    async def owner(self, session_id: str) -> str | None:
+        return self.node if session_id in self._logs else None
+
     async def restore(self, session_id: str, *, max_events: int, max_bytes: int) -> Restored | None:
         loaded = await self._load(session_id)
         if loaded is None:
             return None
         record, meta, snapshot, rows = loaded
-        base = 0 if snapshot is None else snapshot.seq
-        tail = [row for row in rows if row[0] > base]
-        if (tail and tail[0][0] != base + 1) or (not tail and meta.last_seq != base):
-            raise StoreError(
-                f"session {session_id}: stored events do not continue its snapshot "
-                f"(snapshot {base}, events {rows[0][0] if rows else '-'}..{meta.last_seq})"
-            )
-        try:
-            updates = [] if snapshot is None else list(snapshot.updates)
-            updates.extend(update_of(row) for row in tail)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise StoreError(f"session {session_id}: a stored event is damaged: {exc}") from None
+        updates = _updates(session_id, meta, snapshot, rows)
         written = WrittenLog(
             self,
             session_id,

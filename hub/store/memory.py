@@ -20,9 +20,11 @@ class MemoryStore:
 
     kind = "memory"
     durable = False
+    shared = False
     write_failures = 0
 
     def __init__(self) -> None:
+        self.node = "local"
         self._records: dict[str, SessionRecord] = {}
         self._logs: dict[str, EventLog] = {}
         self._snapshots: dict[str, tuple[EventLog, Snapshot]] = {}
@@ -77,6 +79,23 @@ class MemoryStore:
     async def restore(self, session_id: str, *, max_events: int, max_bytes: int) -> Restored | None:
         """Nothing to bring back: a memory store's sessions end with its process."""
         return None
+
+    async def read_session(
+        self, session_id: str, *, max_events: int, max_bytes: int
+    ) -> Restored | None:
+        return None
+
+    async def claim(self, session_id: str, ttl: float) -> bool:
+        return True
+
+    async def renew(self, session_ids: list[str], ttl: float) -> list[str]:
+        return []
+
+    async def release(self, session_ids: list[str]) -> None:
+        return None
+
+    async def owner(self, session_id: str) -> str | None:
+        return self.node if session_id in self._logs else None
 
 
 __all__ = ["MemoryStore"]

@@ -70,6 +70,31 @@ if tonumber(ARGV[6]) > 1 then redis.call('XTRIM', stream, 'MINID', '0-' .. ARGV[
 return 1
 """
 
+CLAIM = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""
+
+CHANNEL_LENGTH = 10_000
+"""Entries kept in a node's inbox stream (requests forwarded to it and answers to it)."""
+
 MARK_CLEAN = """
 if redis.call('HGET', KEYS[1], 'writer') == ARGV[1] then
   redis.call('HSET', KEYS[1], 'clean', '1', 'writer', '')
@@ -105,6 +130,7 @@ class RedisStore(DurableStore):
     """See the module docstring and ``hub.store.base.Store``."""
 
     kind = "redis"
+    shared = True
 
     def __init__(self, url: str) -> None:
         super().__init__()
@@ -112,6 +138,9 @@ class RedisStore(DurableStore):
         self._redis: aioredis.Redis | None = None
         self._write_script: Any = None
         self._clean_script: Any = None
+        self._claim_script: Any = None
+        self._renew_script: Any = None
+        self._release_script: Any = None
 
     @property
     def redis(self) -> aioredis.Redis:
@@ -131,6 +160,9 @@ class RedisStore(DurableStore):
         self._redis = client
         self._write_script = client.register_script(WRITE)
         self._clean_script = client.register_script(MARK_CLEAN)
+        self._claim_script = client.register_script(CLAIM)
+        self._renew_script = client.register_script(RENEW)
+        self._release_script = client.register_script(RELEASE)
 
     async def _disconnect(self) -> None:
         client, self._redis = self._redis, None
@@ -269,6 +301,92 @@ class RedisStore(DurableStore):
         except (KeyError, ValueError, TypeError, orjson.JSONDecodeError) as exc:
             raise StoreError(f"session {session_id}: the stored log is damaged: {exc}") from None
         return SessionRecord.from_json(orjson.loads(record)), log_meta, snapshot, rows
+
+    # -- several nodes -----------------------------------------------------------------------
+
+    async def claim(self, session_id: str, ttl: float) -> bool:
+        result = await self._claim_script(
+            keys=[_key(session_id, "owner")], args=[self.node, max(1, int(ttl * 1000))]
+        )
+        return bool(result == 1)
+
+    async def renew(self, session_ids: list[str], ttl: float) -> list[str]:
+        if not session_ids:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for session_id in session_ids:
+                await self._renew_script(
+                    keys=[_key(session_id, "owner")],
+                    args=[self.node, max(1, int(ttl * 1000))],
+                    client=pipe,
+                )
+            results = await pipe.execute()
+        return [sid for sid, ok in zip(session_ids, results, strict=True) if ok != 1]
+
+    async def release(self, session_ids: list[str]) -> None:
+        if not session_ids:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for session_id in session_ids:
+                await self._release_script(
+                    keys=[_key(session_id, "owner")], args=[self.node], client=pipe
+                )
+            await pipe.execute()
+
+    async def owner(self, session_id: str) -> str | None:
+        return _text(await self.redis.get(_key(session_id, "owner")))
+
+    async def owners(self, session_ids: list[str]) -> dict[str, str | None]:
+        """The owner of each of ``session_ids`` (one round trip)."""
+        if not session_ids:
+            return {}
+        values = await self.redis.mget([_key(sid, "owner") for sid in session_ids])
+        return {sid: _text(v) for sid, v in zip(session_ids, values, strict=True)}
+
+    async def follow(self, positions: dict[str, int], block: float) -> dict[str, list[Row]]:
+        """The events after ``positions[session_id]`` of each session's stream, waiting up
+        to ``block`` seconds for the first (one ``XREAD`` for all of them)."""
+        if not positions:
+            return {}
+        streams: dict[Any, Any] = {_key(sid, "log"): f"0-{seq}" for sid, seq in positions.items()}
+        answer: Any = await self.redis.xread(streams, count=CHUNK, block=max(1, int(block * 1000)))
+        out: dict[str, list[Row]] = {}
+        for key, entries in answer or []:
+            name = key.decode() if isinstance(key, bytes) else str(key)
+            session_id = name[len(PREFIX) + 2 : -len("}:log")]
+            out[session_id] = [_row(entry_id, fields) for entry_id, fields in entries]
+        return out
+
+    async def send(self, node: str, message: dict[str, Any]) -> None:
+        """Append ``message`` to the inbox of ``node`` (requests forwarded to it, answers)."""
+        await self.redis.xadd(
+            f"{PREFIX}:node:{node}:inbox",
+            {"m": orjson.dumps(message)},
+            maxlen=CHANNEL_LENGTH,
+            approximate=True,
+        )
+
+    async def receive(self, after: str, block: float) -> tuple[str, list[dict[str, Any]]]:
+        """The messages in this node's inbox after entry ``after`` (``"0-0"`` at first: the
+        inbox is the node's own, new with the process), waiting up to ``block`` seconds; the
+        entry id to read after next time."""
+        key = f"{PREFIX}:node:{self.node}:inbox"
+        answer: Any = await self.redis.xread(
+            {key: after}, count=CHUNK, block=max(1, int(block * 1000))
+        )
+        messages: list[dict[str, Any]] = []
+        last = after
+        for _, entries in answer or []:
+            for entry_id, fields in entries:
+                last = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+                try:
+                    message = orjson.loads(fields[b"m"])
+                except (KeyError, orjson.JSONDecodeError):
+                    log.warning("! redis store: a malformed message in the inbox, skipped")
+                    continue
+                if isinstance(message, dict):
+                    messages.append(message)
+        return last, messages
 
 
 __all__ = ["RedisStore"]

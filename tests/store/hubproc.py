@@ -18,9 +18,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
+import orjson
 from anyio.streams.text import TextReceiveStream
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,11 +71,22 @@ def scripted(*flags: str, protocol: int = 2) -> str:
 
 @asynccontextmanager
 async def hub_process(
-    workdir: Path, store: str, agent: str, *extra: str, name: str = "hub"
+    workdir: Path,
+    store: str,
+    agent: str,
+    *extra: str,
+    name: str = "hub",
+    hub: dict[str, Any] | None = None,
 ) -> AsyncIterator[HubProcess]:
-    """``acp-hub serve --port 0 --store STORE --agent AGENT EXTRA``; killed if still running."""
+    """``acp-hub serve --port 0 --store STORE --agent AGENT EXTRA``, with the ``[hub]``
+    settings ``hub`` in a config file; killed if still running."""
     workdir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - a test's own directory
     stderr = workdir / f"{name}.stderr"
+    if hub:
+        config = workdir / f"{name}.toml"
+        lines = "".join(f"{k} = {orjson.dumps(v).decode()}\n" for k, v in hub.items())
+        config.write_text("[hub]\n" + lines)
+        extra = (*extra, "--config", str(config))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACP_HUB_")}
     env["PYTHONPATH"] = str(ROOT)
     env["HOME"] = str(workdir)

@@ -34,6 +34,10 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+NODE = {"node_name": "node-a", "node_lease": 2.0}
+"""The same node name at every start: a restarted node takes its own sessions back at once."""
+
+
 @pytest.fixture(params=["sqlite", "redis"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
@@ -117,11 +121,14 @@ async def test_clean_restart_resumes_cursors_exactly(tmp_path: Path, store_url: 
     agent = resumable_agent(tmp_path)
     cwd = tmp_path / "project"
     cwd.mkdir()
-    async with hub_process(tmp_path, store_url, agent) as hub:
+    async with hub_process(tmp_path, store_url, agent, hub=NODE) as hub:
         session_id, epoch, seq, before = await first_turn(hub.url, cwd)
         assert await hub.interrupt() == 0
         assert "Traceback" not in hub.log()
-    async with hub_process(tmp_path, store_url, agent) as hub, acp_client(hub.url) as client:
+    async with (
+        hub_process(tmp_path, store_url, agent, hub=NODE) as hub,
+        acp_client(hub.url) as client,
+    ):
         listed = await client.call("session/list", {})
         (entry,) = [s for s in listed["sessions"] if s["sessionId"] == session_id]
         assert entry["title"] == "Before"
@@ -150,7 +157,7 @@ async def test_crash_continues_under_a_new_epoch(tmp_path: Path, store_url: str)
     agent = resumable_agent(tmp_path)
     cwd = tmp_path / "project"
     cwd.mkdir()
-    async with hub_process(tmp_path, store_url, agent) as hub:
+    async with hub_process(tmp_path, store_url, agent, hub=NODE) as hub:
         session_id, epoch, seq, before = await first_turn(hub.url, cwd)
         await stored_up_to(store_url, session_id, seq)
         async with acp_client(hub.url) as client:
@@ -167,7 +174,7 @@ async def test_crash_continues_under_a_new_epoch(tmp_path: Path, store_url: str)
             ]
             await stored_up_to(store_url, session_id, meta(record)["seq"])
             await hub.kill()
-    async with hub_process(tmp_path, store_url, agent) as hub:
+    async with hub_process(tmp_path, store_url, agent, hub=NODE) as hub:
         async with acp_client(hub.url) as client, acp_client(hub.url) as ahead:
             cursor = await resume(client, session_id, epoch, seq)
             assert cursor["epoch"] != epoch  # a new epoch continues the stored history
@@ -198,10 +205,10 @@ async def test_crash_continues_under_a_new_epoch(tmp_path: Path, store_url: str)
 async def test_a_session_the_agent_cannot_take_back_is_lost(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/hub.db"
     agent = scripted()  # no --state-dir: a new agent process does not know the session
-    async with hub_process(tmp_path, store, agent) as hub:
+    async with hub_process(tmp_path, store, agent, hub=NODE) as hub:
         session_id, epoch, seq, before = await first_turn(hub.url, tmp_path)
         assert await hub.interrupt() == 0
-    async with hub_process(tmp_path, store, agent) as hub, acp_client(hub.url) as client:
+    async with hub_process(tmp_path, store, agent, hub=NODE) as hub, acp_client(hub.url) as client:
         await resume(client, session_id, epoch, seq)
         await client.wait_for(
             lambda: any(

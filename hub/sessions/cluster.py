@@ -1,0 +1,372 @@
+"""Several hub nodes on one Redis: ownership, following other nodes' sessions, forwarding.
+
+Theory of operation
+-------------------
+Every session has one owner: the node that runs its agent, arbitrates it and writes its log
+(a single writer). Ownership is a lease in the store (``Store.claim``) that the owner renews
+every third of ``node_lease``; a node that stops renewing (killed, partitioned, its Redis
+calls failing for that long) loses it, and any other node may claim it.
+
+Three tasks run on every node while its registry runs:
+
+* ``_own``: renews the leases of the sessions this node owns, and scans the directory. A
+  session nobody owns (its owner died; or it was stopped cleanly and released) is claimed and
+  restored here exactly as on a restart (``SessionRegistry.take``: a new epoch when its log was
+  not closed cleanly, the agent takes it back, ``_hub_agent`` to every client). A session whose
+  lease this node lost is let go: its local clients are told (``_hub/session_closed`` with
+  ``moved: true``) and reconnect to it through any node. The scan also keeps the directory that
+  ``session/list`` shows for sessions owned elsewhere.
+* ``_follow``: reads, with one blocking ``XREAD``, the streams of the sessions this node
+  mirrors for its clients (``hub.sessions.mirror``) and hands each mirror its events.
+* ``_inbox``: reads this node's inbox: requests other nodes forwarded for sessions owned here
+  (prompts and cancels from their clients), run as a ``RemoteClient`` with the role the
+  forwarding node gave it, and the answers to requests this node forwarded.
+
+A node trusts the other nodes on its Redis: they are one hub (``docs/deployment.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from hub.protocol.errors import NOT_OWNER, RpcError, hub_error, resource_not_found
+from hub.sessions.client import ClientHandle, ReplyHandler
+from hub.sessions.errors import SessionFailure
+from hub.sessions.mirror import Gap, MirrorSession
+from hub.settings import ROLES, Role
+from hub.store import SessionRecord, SharedStore, StoreError
+
+if TYPE_CHECKING:
+    from hub.sessions.registry import SessionRegistry
+
+log = logging.getLogger("hub.sessions")
+
+FOLLOW_BLOCK = 0.5
+"""Seconds one ``XREAD`` of the followed streams waits before the set is looked at again."""
+FORWARD_TIMEOUT = 30.0
+"""Seconds a forwarded request waits for the owner's answer (a v1 prompt waits for its turn)."""
+RETRY = 0.5
+"""Seconds before a failed read of the store is tried again."""
+
+
+class _Sink:
+    """The outbox of a ``RemoteClient``: it is never attached, so nothing is queued."""
+
+    def push(self, frame: bytes) -> bool:
+        return False
+
+    def push_pages(self, pages: Any) -> bool:
+        return False
+
+
+@dataclass(eq=False)
+class RemoteClient:
+    """A client of another node, as the owner sees it for one forwarded request."""
+
+    client_id: str
+    name: str
+    role: Role
+    version: int
+    hub_events: bool = True
+    batches: bool = False
+    outbox: _Sink = field(default_factory=_Sink)
+
+    def request(self, method: str, params: dict[str, Any], on_reply: ReplyHandler) -> Any:
+        on_reply(None, hub_error(NOT_OWNER, "the client is on another node"))
+        return None
+
+    def withdraw(self, request_id: Any) -> None:
+        return None
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+
+@dataclass
+class _Pending:
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: Any = None
+    error: RpcError | None = None
+
+
+class Cluster:
+    """See the module docstring; one per registry on a shared store."""
+
+    def __init__(self, registry: SessionRegistry, store: SharedStore) -> None:
+        self.registry = registry
+        self.store = store
+        self.mirrors: dict[str, MirrorSession] = {}
+        self.directory: dict[str, tuple[SessionRecord, str | None]] = {}
+        """Every session of the store's directory and its owner, as of the last scan."""
+        self._mirrors_changed = anyio.Event()
+        self._pending: dict[str, _Pending] = {}
+        self._scanned = anyio.Event()
+
+    # -- the tasks ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.registry.spawn(self._own, name="cluster ownership")
+        self.registry.spawn(self._follow, name="cluster follow")
+        self.registry.spawn(self._inbox, name="cluster inbox")
+
+    async def _own(self) -> None:
+        lease = self.registry.settings.node_lease
+        failing = False
+        while True:
+            try:
+                lost = await self.store.renew(list(self.registry.sessions), lease)
+                for session_id in lost:
+                    self._let_go(session_id)
+                await self._scan()
+                if failing:
+                    log.warning("= cluster: the store answers again")
+                failing = False
+            except Exception as exc:  # the store's and the redis client's errors alike
+                if not failing:
+                    log.warning("! cluster: renewing and scanning failed: %s", exc)
+                failing = True
+            self._scanned.set()
+            self._scanned = anyio.Event()
+            await anyio.sleep(lease / 3)
+
+    async def _scan(self) -> None:
+        records = await self.store.records()
+        owners = await self.store.owners([r.session_id for r in records])
+        self.directory = {r.session_id: (r, owners.get(r.session_id)) for r in records}
+        for record in records:
+            if (
+                owners.get(record.session_id) is None
+                and record.session_id not in self.registry.sessions
+            ) and await self.registry.take(record.session_id, record.agent, record.creator):
+                log.info("= %s: taken over by this node", record.session_id)
+        for session_id, mirror in list(self.mirrors.items()):
+            if session_id not in self.directory or session_id in self.registry.sessions:
+                if not mirror.attached or session_id not in self.directory:
+                    self._close_mirror(session_id)
+            elif not mirror.attached:
+                # Followed for nobody since the last scan: stop (a new attach builds it again).
+                if mirror.idle:
+                    self._close_mirror(session_id)
+                mirror.idle = True
+            else:
+                mirror.idle = False
+
+    def _let_go(self, session_id: str) -> None:
+        """This node lost the lease of ``session_id``: another node owns it now."""
+        session = self.registry.sessions.pop(session_id, None)
+        if session is None:
+            return
+        log.warning("! %s: another node owns it now; its clients here are moved", session_id)
+        session.closed = True
+        for attachment in tuple(session.attached.values()):
+            attachment.client.notify(
+                "_hub/session_closed", {"sessionId": session_id, "moved": True}
+            )
+            session.detach(attachment.client, reason="moved to another node")
+        self.registry.changed(session)
+
+    async def _follow(self) -> None:
+        failing = False
+        while True:
+            positions = {sid: mirror.log.last_seq for sid, mirror in self.mirrors.items()}
+            if not positions:
+                await self._mirrors_changed.wait()
+                self._mirrors_changed = anyio.Event()
+                continue
+            try:
+                read = await self.store.follow(positions, FOLLOW_BLOCK)
+            except Exception as exc:
+                if not failing:
+                    log.warning("! cluster: following the streams failed, retrying: %s", exc)
+                failing = True
+                await anyio.sleep(RETRY)
+                continue
+            if failing:
+                log.warning("= cluster: following the streams again")
+                failing = False
+            for session_id, rows in read.items():
+                mirror = self.mirrors.get(session_id)
+                if mirror is None or not rows:
+                    continue
+                try:
+                    mirror.ingest(rows)
+                except Gap as exc:
+                    await self._rebuild(mirror, str(exc))
+
+    async def _rebuild(self, mirror: MirrorSession, why: str) -> None:
+        log.warning(
+            "! %s: the stream does not continue this node's copy (%s): reset", mirror.id, why
+        )
+        try:
+            restored = await self.store.read_session(mirror.id, **self.registry.bounds)
+        except StoreError as exc:
+            log.warning("! %s: cannot be read again: %s", mirror.id, exc)
+            return
+        if restored is None:
+            self._close_mirror(mirror.id)
+            return
+        mirror.load(restored)
+        mirror.reset_clients()
+
+    def _close_mirror(self, session_id: str) -> None:
+        mirror = self.mirrors.pop(session_id, None)
+        if mirror is None:
+            return
+        mirror.closed = True
+        for attachment in tuple(mirror.attached.values()):
+            attachment.client.notify("_hub/session_closed", {"sessionId": session_id})
+            mirror.detach(attachment.client, reason="session closed")
+
+    async def _inbox(self) -> None:
+        after = "0-0"
+        failing = False
+        while True:
+            try:
+                after, messages = await self.store.receive(after, FOLLOW_BLOCK * 2)
+            except Exception as exc:
+                if not failing:
+                    log.warning("! cluster: reading the inbox failed, retrying: %s", exc)
+                failing = True
+                await anyio.sleep(RETRY)
+                continue
+            failing = False
+            for message in messages:
+                if "re" in message:
+                    pending = self._pending.get(str(message["re"]))
+                    if pending is not None:
+                        pending.result = message.get("result")
+                        if "error" in message:
+                            pending.error = RpcError.from_dict(message["error"])
+                        pending.done.set()
+                else:
+                    self._serve_later(message)
+
+    # -- forwarding --------------------------------------------------------------------------
+
+    async def forward(
+        self, mirror: MirrorSession, op: str, client: ClientHandle, params: dict[str, Any]
+    ) -> Any:
+        """Run ``op`` (``prompt``, ``cancel``) for ``client`` on ``mirror``'s owner."""
+        owner = await self.store.owner(mirror.id)
+        if owner is None:
+            raise SessionFailure(
+                hub_error(NOT_OWNER, "No node owns the session right now; try again shortly")
+            )
+        rid = secrets.token_hex(8)
+        pending = self._pending[rid] = _Pending()
+        message = {
+            "op": op,
+            "session": mirror.id,
+            "rid": rid,
+            "from": self.store.node,
+            "client": {
+                "id": client.client_id,
+                "name": client.name,
+                "role": mirror.role_of(client),
+                "version": client.version,
+            },
+            "params": params,
+        }
+        # A v1 prompt is answered when its turn ends: it waits as long as the turn.
+        wait = None if op == "prompt" and client.version < 2 else FORWARD_TIMEOUT
+        try:
+            await self.store.send(owner, message)
+            with anyio.fail_after(wait):
+                await pending.done.wait()
+        except TimeoutError:
+            raise SessionFailure(
+                hub_error(NOT_OWNER, f"The node owning the session did not answer {op}")
+            ) from None
+        finally:
+            self._pending.pop(rid, None)
+        if pending.error is not None:
+            raise SessionFailure(pending.error)
+        return pending.result
+
+    def _serve_later(self, message: dict[str, Any]) -> None:
+        async def serve() -> None:
+            await self._serve(message)
+
+        self.registry.spawn(serve, name="forwarded request")
+
+    async def _serve(self, message: dict[str, Any]) -> None:
+        """Run a request another node forwarded, and send it the answer."""
+        reply: dict[str, Any] = {"re": message.get("rid")}
+        origin = message.get("from")
+        try:
+            session = self.registry.sessions.get(str(message.get("session")))
+            if session is None:
+                raise SessionFailure(hub_error(NOT_OWNER, "This node does not own the session"))
+            info = message.get("client") or {}
+            role: Role = info["role"] if info.get("role") in ROLES else "viewer"
+            client = RemoteClient(
+                str(info.get("id")), str(info.get("name")), role, int(info.get("version") or 2)
+            )
+            params = message.get("params") or {}
+            op = message.get("op")
+            if op == "prompt":
+                reply["result"] = await session.prompt(client, params.get("blocks"))
+            elif op == "cancel":
+                await session.cancel(client)
+                reply["result"] = None
+            else:
+                raise SessionFailure(hub_error(NOT_OWNER, f"{op!r} is not forwarded"))
+        except SessionFailure as exc:
+            reply["error"] = exc.error.to_dict()
+        except Exception as exc:
+            error = getattr(exc, "error", None)
+            if isinstance(error, RpcError):
+                reply["error"] = error.to_dict()
+            else:
+                log.exception("! cluster: a forwarded request failed")
+                reply["error"] = {"code": -32603, "message": "internal error"}
+        if isinstance(origin, str):
+            try:
+                await self.store.send(origin, reply)
+            except Exception as exc:
+                log.warning("! cluster: the answer to %s was not sent: %s", origin, exc)
+
+    # -- mirrors -----------------------------------------------------------------------------
+
+    def is_remote(self, session_id: Any) -> bool:
+        """Whether ``session_id`` may be a session another node owns, not yet followed here."""
+        return (
+            isinstance(session_id, str)
+            and session_id not in self.registry.sessions
+            and session_id not in self.mirrors
+        )
+
+    async def mirror(self, session_id: str) -> MirrorSession:
+        """The mirror of ``session_id`` (built from the store if this node has none yet);
+        ``SessionFailure`` ``-32002`` when the store does not know it."""
+        mirror = self.mirrors.get(session_id)
+        if mirror is not None:
+            return mirror
+        try:
+            restored = await self.store.read_session(session_id, **self.registry.bounds)
+        except StoreError as exc:
+            raise SessionFailure(hub_error(NOT_OWNER, f"session {session_id!r}: {exc}")) from None
+        if restored is None:
+            raise SessionFailure(resource_not_found(f"no session {session_id!r}"))
+        mirror = self.mirrors.get(session_id)  # built meanwhile by another request
+        if mirror is None:
+            mirror = MirrorSession(
+                restored,
+                self.forward,
+                settings=self.registry.settings,
+                on_change=self.registry.changed,
+                spawn=self.registry.spawn,
+                metrics=self.registry.metrics,
+            )
+            self.mirrors[session_id] = mirror
+            log.info("= %s: followed on this node (seq %s)", session_id, mirror.log.last_seq)
+        self._mirrors_changed.set()
+        return mirror
+
+
+__all__ = ["Cluster", "RemoteClient"]

@@ -1,0 +1,175 @@
+"""Three hub nodes on one real redis-server: any node serves any session.
+
+Each node is a real ``acp-hub serve`` process with its own scripted agent (sharing one
+``--state-dir``, so that a node taking a session over can resume it at the agent), all on
+one Redis. Observers spread over the three nodes see one ordered stream while a real agent
+streams; a prompt sent on another node than the owner runs on the owner; the list of every
+node shows every session; and when the owner is killed (SIGKILL) another node takes its
+sessions over within ``node_lease``, its observers see the ``_hub_agent`` event without a
+gap or a duplicate, and the session is promptable again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.redis_server import RedisServer
+from tests.server.harness import AcpClient, acp_client
+from tests.store.hubproc import HubProcess, hub_process, scripted
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+LEASE = 2.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@asynccontextmanager
+async def three_nodes(tmp_path: Path, redis: RedisServer) -> AsyncIterator[list[HubProcess]]:
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    agent = scripted("--state-dir", str(state))
+    async with AsyncExitStack() as stack:
+        nodes = [
+            await stack.enter_async_context(
+                hub_process(
+                    tmp_path,
+                    redis.url,
+                    agent,
+                    name=f"node-{n}",
+                    hub={"node_name": f"node-{n}", "node_lease": LEASE},
+                )
+            )
+            for n in "abc"
+        ]
+        yield nodes
+        for node in nodes:
+            assert "Traceback" not in node.log(), node.log()
+
+
+def seqs_contiguous(client: AcpClient, session_id: str) -> list[int]:
+    seqs = client.seqs(session_id)
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs
+    return seqs
+
+
+def updates_of(client: AcpClient, session_id: str, variant: str) -> list[dict[str, Any]]:
+    return [
+        p["update"]
+        for p in client.session_updates(session_id)
+        if p["update"].get("sessionUpdate") == variant
+    ]
+
+
+async def turns_ended(client: AcpClient, session_id: str, count: int) -> None:
+    await client.wait_for(lambda: client.idle_count(session_id) >= count)
+
+
+async def chunks_seen(client: AcpClient, session_id: str, count: int) -> None:
+    await client.wait_for(
+        lambda: len(updates_of(client, session_id, "agent_message_chunk")) >= count
+    )
+
+
+async def agent_status(client: AcpClient, session_id: str, status: str, within: float) -> None:
+    await client.wait_for(
+        lambda: any(
+            u.get("status") == status for u in updates_of(client, session_id, "_hub_agent")
+        ),
+        timeout=within,
+    )
+
+
+async def idle(client: AcpClient, session_id: str) -> None:
+    await client.wait_for(lambda: client.fold(session_id).foreground == "idle")
+
+
+async def watch(client: AcpClient, session_id: str) -> int:
+    """Attach ``client`` with a full replay; the seq its state covers."""
+    result = await client.call(
+        "session/resume", {"sessionId": session_id, "cwd": "/", "replayFrom": {"type": "start"}}
+    )
+    return int(result["_meta"]["acp-hub"]["seq"])
+
+
+async def test_any_node_lists_follows_and_prompts_every_session(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    async with three_nodes(tmp_path, redis_server) as (a, b, c), AsyncExitStack() as stack:
+        driver = await stack.enter_async_context(acp_client(a.url))
+        session_id = await driver.new_session(cwd=str(cwd))
+        observers = [await stack.enter_async_context(acp_client(n.url)) for n in (a, b, c)]
+        for observer in observers:
+            await watch(observer, session_id)
+        await driver.prompt(session_id, "stream 300 24")
+        for observer in observers:
+            await turns_ended(observer, session_id, 1)
+        # One stream: every observer saw contiguous seqs ending at the same event, and folds
+        # the same state, whichever node it is on.
+        last = {observer.last_seq(session_id) for observer in observers}
+        assert len(last) == 1
+        for observer in observers:
+            seqs_contiguous(observer, session_id)
+        states = [o.fold(session_id).snapshot() for o in observers]
+        assert states[0] == states[1] == states[2]
+
+        # A prompt sent on node B to the session node A owns runs on A.
+        remote = observers[1]
+        answer = await remote.prompt(session_id, "say hello from node b")
+        assert answer["_meta"]["acp-hub"]["queued"] is False
+        for observer in observers:
+            await turns_ended(observer, session_id, 2)
+        prompts = updates_of(observers[2], session_id, "_hub_prompt")
+        assert prompts[-1]["clientId"] == remote.init_result["_meta"]["acp-hub"]["connectionId"]
+        assert observers[0].fold(session_id).snapshot() == observers[2].fold(session_id).snapshot()
+
+        # Every node lists the session.
+        for observer in observers:
+            listed = await observer.call("session/list", {})
+            assert session_id in {s["sessionId"] for s in listed["sessions"]}
+
+
+async def test_the_owner_killed_another_node_takes_over(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    async with three_nodes(tmp_path, redis_server) as (a, b, c), AsyncExitStack() as stack:
+        driver = await stack.enter_async_context(acp_client(a.url))
+        session_id = await driver.new_session(cwd=str(cwd))
+        watchers = [await stack.enter_async_context(acp_client(n.url)) for n in (b, c)]
+        for watcher in watchers:
+            await watch(watcher, session_id)
+        await driver.prompt(session_id, "slow 400 20")
+        for watcher in watchers:
+            await chunks_seen(watcher, session_id, 10)
+        await a.kill()
+        for watcher in watchers:
+            await agent_status(watcher, session_id, "restarted", within=LEASE * 10)
+        for watcher in watchers:
+            seqs_contiguous(watcher, session_id)  # no gap, no duplicate across the takeover
+            # The turn the dead owner ran is over, visibly.
+            await idle(watcher, session_id)
+        epochs = {
+            p["_meta"]["acp-hub"]["epoch"]
+            for p in watchers[0].session_updates(session_id)
+            if "seq" in p.get("_meta", {}).get("acp-hub", {})
+        }
+        assert len(epochs) == 2  # the new owner continues the history under a new epoch
+        ended = [w.idle_count(session_id) for w in watchers]
+        answer = await watchers[0].prompt(session_id, "say hello after the takeover")
+        assert answer["_meta"]["acp-hub"]["queued"] is False
+        for watcher, before in zip(watchers, ended, strict=True):
+            await turns_ended(watcher, session_id, before + 1)
+            seqs_contiguous(watcher, session_id)
+        assert watchers[0].fold(session_id).snapshot() == watchers[1].fold(session_id).snapshot()
