@@ -9,6 +9,7 @@ again with ``Last-Event-ID`` resumes exactly; bad requests get the RFD's status 
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,8 +24,10 @@ from acp.ws.client import create_websocket_stream
 from hub.server import streamable
 from hub.settings import Settings
 from tests.bridge.harness import EditorClient
+from tests.peers import paths
 from tests.server.harness import AcpClient, acp_client, running_hub, scripted_agent
 from tests.server.http_client import HttpAcp, http_acp
+from tests.support import require_binary
 
 pytestmark = pytest.mark.anyio
 
@@ -426,3 +429,53 @@ async def test_an_idle_stream_gets_keepalives() -> None:
                         if comments == 2:
                             break
         assert comments == 2
+
+
+TS_HTTP_DRIVER = """
+import * as acp from "{sdk}/acp.js";
+import {{ MemoryAcpCookieStore, createHttpStream }} from "{sdk}/http-stream.js";
+const stream = createHttpStream(process.argv[2], {{ cookieStore: new MemoryAcpCookieStore() }});
+const said = [];
+const {{ result }} = await acp
+  .client({{ name: "ts-http-client" }})
+  .onRequest(acp.methods.client.session.requestPermission, (ctx) => ({{
+    outcome: {{ outcome: "selected", optionId: ctx.params.options[0].optionId }},
+  }}))
+  .onNotification(acp.methods.client.session.update, (ctx) => {{
+    const u = ctx.params.update;
+    if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") {{
+      said.push(u.content.text);
+    }}
+  }})
+  .connectWith(stream, async (ctx) => {{
+    const m = acp.methods.agent;
+    await ctx.request(m.initialize, {{ protocolVersion: 1, clientCapabilities: {{}} }});
+    const session = await ctx.request(m.session.new, {{ cwd: "/tmp", mcpServers: [] }});
+    return {{ result: await ctx.request(m.session.prompt, {{
+      sessionId: session.sessionId, prompt: [{{ type: "text", text: process.argv[3] }}],
+    }}) }};
+  }});
+console.log(JSON.stringify({{ stopReason: result.stopReason, said }}));
+process.exit(0);
+"""
+
+
+async def test_the_typescript_sdk_http_client_runs_a_whole_turn(tmp_path: Path) -> None:
+    # The TypeScript SDK 1.9.0's Streamable HTTP client (dist/http-stream.js, the transport of
+    # its examples/http-client.js) as a second, independent implementation of the RFD.
+    node = require_binary("node")
+    sdk = paths.TS_SDK_V1 / "dist"
+    if not (sdk / "http-stream.js").exists():
+        paths.ts_agent_js()  # skips (or fails in CI) with the install hint
+    driver = tmp_path / "driver.mjs"
+    driver.write_text(TS_HTTP_DRIVER.format(sdk=sdk))
+    async with running_hub([_agent()]) as hub:
+        url = hub.url.replace("ws://", "http://", 1)
+        with anyio.fail_after(60):
+            done = await anyio.run_process([node, str(driver), url, TURN], check=False)
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        summary = orjson.loads(done.stdout.decode().strip().splitlines()[-1])
+        assert summary == {
+            "stopReason": "end_turn",
+            "said": ["hello over http", "permission: selected allow", "all done"],
+        }
