@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from acp import text_block
+from acp import RequestError, text_block
 
 from hub.server.connection import ClientConnection
 from tests.bridge.harness import TIMEOUT, EditorClient, Listener, listener_hub, spawn_bridge
@@ -121,3 +121,25 @@ async def test_a_dropped_connection_keeps_the_permission_dialog_and_the_turn(
                 if u.get("sessionUpdate") == "tool_call_update"
             ]
             assert statuses[-1] == "completed"
+
+
+async def test_a_hub_that_stays_gone_fails_the_editors_requests_clearly(tmp_path: Path) -> None:
+    async with listener_hub([scripted_agent("scripted", 2, "--ack-message-id")]) as listener:
+        editor = EditorClient()
+        async with spawn_bridge(
+            listener.url, tmp_path, "--reconnect-timeout", "1", editor=editor
+        ) as run:
+            await initialize(run.conn)
+            session_id = (await run.conn.new_session(cwd=str(tmp_path))).session_id
+            await listener.stop()
+            # The bridge tries for a second, then the editor's request gets the reason.
+            with pytest.raises(RequestError) as gone:
+                await run.conn.prompt(session_id=session_id, prompt=[text_block("say hi")])
+            assert gone.value.code == -32050
+            assert "the hub is gone" in str(gone.value)
+            assert "cannot reach the hub" in str(gone.value)
+            # Once the hub is back, the next request reaches it again.
+            await listener.start()
+            done = await run.conn.prompt(session_id=session_id, prompt=[text_block("say back")])
+            assert done.stop_reason == "end_turn"
+            assert editor.texts()[-1] == "back"
