@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -50,6 +51,8 @@ log = logging.getLogger("hub.store")
 CLOSE_TIMEOUT = 10.0
 """How long a clean shutdown waits for the last writes before it gives up (the logs are then
 not marked clean, and the next start continues them under new epochs)."""
+STALLED = 2.0
+"""A write the backend has not answered for this many seconds makes the store unhealthy."""
 RETRY_MAX = 2.0
 """The longest pause between two attempts at a failed write (seconds; it doubles from 50 ms)."""
 
@@ -173,6 +176,7 @@ class DurableStore(ABC):
         self._taken = 0
         self._done = 0
         self._healthy = True
+        self._writing_since: float | None = None
         self._running = False
         self.write_failures = 0
 
@@ -235,7 +239,12 @@ class DurableStore(ABC):
 
     @property
     def healthy(self) -> bool:
-        return self._healthy
+        """Writes go through: the last one did not fail, and none has been waiting for the
+        backend for more than ``STALLED`` seconds (a stalled backend fails no call for a
+        while: it just does not answer)."""
+        started = self._writing_since
+        stalled = started is not None and time.monotonic() - started > STALLED
+        return self._healthy and not stalled
 
     @property
     def backlog(self) -> int:
@@ -376,6 +385,7 @@ class DurableStore(ABC):
             pause = 0.05
             while True:
                 try:
+                    self._writing_since = time.monotonic()
                     fenced = await self._write(items) if items else []
                 except Exception as exc:
                     # Unreachable or failing: keep the batch and try again; nothing is dropped.
@@ -391,6 +401,8 @@ class DurableStore(ABC):
                     await anyio.sleep(pause)
                     pause = min(pause * 2, RETRY_MAX)
                     continue
+                finally:
+                    self._writing_since = None
                 break
             if not self._healthy:
                 log.warning("= %s store: writing again", self.kind)
