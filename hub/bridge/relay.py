@@ -558,7 +558,11 @@ class Bridge:
             self._dropped(generation, reason)
 
     async def _from_hub(self, raw: str, generation: int) -> None:
-        parsed = jsonrpc.parse(raw, allow_batch=True)
+        # The hub's frames wrap what it accepted (at most DEFAULT_MAX_DEPTH levels) a few
+        # levels deeper, and its replay pages are bounded by bytes, not by entries.
+        parsed = jsonrpc.parse(
+            raw, allow_batch=True, max_depth=2 * jsonrpc.DEFAULT_MAX_DEPTH, max_batch=1 << 30
+        )
         entries = parsed.entries if isinstance(parsed, jsonrpc.Batch) else (parsed,)
         for entry in entries:
             if isinstance(entry, jsonrpc.Response | jsonrpc.ErrorResponse):

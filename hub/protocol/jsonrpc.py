@@ -17,6 +17,22 @@ Only the envelope is checked here; ``params`` and ``result`` are passed through 
 (payload validation belongs to the method's handler). Unknown extra members are tolerated.
 ``params: null`` is read as absent, as many peers send it.
 
+Two limits bound what one frame can make the hub hold or build (``docs/limits.md``):
+
+* ``max_depth`` (default ``DEFAULT_MAX_DEPTH``, 64): how deeply objects and arrays may nest in
+  one message, the message object being level 1 (in a batch, each entry is its own level 1).
+  orjson reads 1,024 levels but writes only 254, and the hub re-encodes what it receives
+  inside frames of its own, a few levels deeper; a message nested deeper is ``Invalid``:
+  ``-32602`` with its id when the nesting is in a call's ``params``, else ``-32600``; a
+  response nested deeper reads as an ``ErrorResponse`` (``-32600``) to the request it
+  answers, so that the request fails instead of waiting for ever. The check costs two byte
+  counts per frame: a value nested ``n`` levels deep needs ``n`` opening brackets, so only a
+  frame with more brackets than the limit is walked (breadth first, no recursion, stopping
+  at the limit).
+* ``max_batch`` (default ``DEFAULT_MAX_BATCH``, 32): the entries of one batch. A larger batch
+  is ``Invalid`` as a whole (``-32600``, ``id: null``), like an empty one: each entry can
+  make the hub build an answer, so the bound caps what one frame can ask for.
+
 Encoding always emits ``"jsonrpc": "2.0"``; ``params`` is omitted when ``None``; an
 ``Invalid`` is encoded as the error response that answers it. A batch reply that would be
 empty (only notifications) is ``None``: an empty array is never sent.
@@ -26,13 +42,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import orjson
 
-from hub.protocol.errors import RpcError, invalid_request, parse_error
+from hub.protocol.errors import RpcError, invalid_params, invalid_request, parse_error
 
 __all__ = [
+    "DEFAULT_MAX_BATCH",
+    "DEFAULT_MAX_DEPTH",
     "Batch",
     "Entry",
     "ErrorResponse",
@@ -45,6 +63,7 @@ __all__ = [
     "Response",
     "batch_reply",
     "classify",
+    "depth_exceeds",
     "encode",
     "encode_batch",
     "error",
@@ -55,6 +74,12 @@ __all__ = [
     "request",
     "response",
 ]
+
+DEFAULT_MAX_DEPTH: Final = 64
+"""How deeply a message may nest objects and arrays (the message object is level 1)."""
+
+DEFAULT_MAX_BATCH: Final = 32
+"""How many entries one batch may hold."""
 
 RequestId: TypeAlias = str | int | None
 """A JSON-RPC id as ACP allows it: a string, an integer or null (never a bool or float)."""
@@ -129,16 +154,34 @@ def _is_int(value: object) -> bool:
 # -- parsing ---------------------------------------------------------------------------
 
 
-def parse(data: bytes | str, *, allow_batch: bool = False) -> Entry | Batch:
+def parse(
+    data: bytes | str,
+    *,
+    allow_batch: bool = False,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_batch: int = DEFAULT_MAX_BATCH,
+) -> Entry | Batch:
     """Decode and classify one frame. Never raises on any input.
 
     Without ``allow_batch`` a JSON array is ``Invalid`` (-32600): batches exist only on
-    protocol v2 connections. An empty array is always ``Invalid`` (-32600, ``id: null``).
+    protocol v2 connections. An empty array, or one of more than ``max_batch`` entries, is
+    always ``Invalid`` (-32600, ``id: null``). A message nested more than ``max_depth``
+    levels deep is ``Invalid`` (see the module docstring).
     """
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         return Invalid(None, parse_error(str(exc)))
+    # Nesting n levels deep takes n opening brackets: most frames have too few to be walked.
+    walk = (
+        len(data) > max_depth
+        and (
+            data.count(b"{") + data.count(b"[")
+            if isinstance(data, bytes)
+            else data.count("{") + data.count("[")
+        )
+        > max_depth
+    )
     if isinstance(obj, list):
         if not allow_batch:
             return Invalid(
@@ -146,8 +189,54 @@ def parse(data: bytes | str, *, allow_batch: bool = False) -> Entry | Batch:
             )
         if not obj:
             return Invalid(None, invalid_request("empty batch"))
+        if len(obj) > max_batch:
+            return Invalid(
+                None,
+                invalid_request(f"a batch holds at most {max_batch} entries, not {len(obj)}"),
+            )
+        if walk:
+            return Batch(tuple(_classify_bounded(item, max_depth) for item in obj))
         return Batch(tuple(classify(item) for item in obj))
+    if walk:
+        return _classify_bounded(obj, max_depth)
     return classify(obj)
+
+
+def depth_exceeds(value: Any, limit: int) -> bool:
+    """True when ``value`` nests objects and arrays more than ``limit`` levels deep (a
+    container is level 1, a scalar level 0). Breadth first, without recursion, and it stops
+    at level ``limit + 1``."""
+    level = [value] if type(value) is dict or type(value) is list else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        level = [
+            child
+            for container in level
+            for child in (container.values() if type(container) is dict else container)
+            if type(child) is dict or type(child) is list
+        ]
+    return False
+
+
+def _classify_bounded(obj: Any, max_depth: int) -> Entry:
+    """``classify(obj)``, unless ``obj`` nests more than ``max_depth`` levels: then ``Invalid``
+    (an ``ErrorResponse`` for an answer with an id)."""
+    if not depth_exceeds(obj, max_depth):
+        return classify(obj)
+    msg_id = obj.get("id") if type(obj) is dict else None
+    msg_id = msg_id if is_request_id(msg_id) else None
+    detail = f"nested more than {max_depth} levels deep"
+    if type(obj) is dict and "method" in obj:
+        if depth_exceeds(obj.get("params"), max_depth - 1):
+            return Invalid(msg_id, invalid_params(f"params {detail}"))
+    elif msg_id is not None and type(obj) is dict and ("result" in obj or "error" in obj):
+        # An answer that cannot be taken still ends the request it answers, as an error:
+        # the caller is told instead of waiting for an answer that will not come.
+        return ErrorResponse(msg_id, invalid_request(f"response {detail}"))
+    return Invalid(msg_id, invalid_request(f"message {detail}"))
 
 
 def classify(obj: Any) -> Entry:

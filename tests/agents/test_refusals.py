@@ -48,3 +48,26 @@ async def test_v2_only_requests_are_unsupported_for_a_v1_agent_and_malformed_one
         await agent.prompt(sid, text("say still here"))
         await sink.wait_idle()
         assert sink.text() == "still here"
+
+
+async def test_an_update_nested_too_deep_is_dropped_and_the_turn_goes_on(
+    supervised: Supervised, agent_home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with supervised(scripted_spec(agent_home, protocol=2)) as sup:
+        agent = sup.get("scripted")
+        sink = RecordingSink()
+        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+        meta = '{"a":' * 300 + "1" + "}" * 300
+        deep = (
+            '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + sid + '",'
+            '"update":{"sessionUpdate":"agent_message_chunk","messageId":"deep",'
+            '"content":{"type":"text","text":"too deep","_meta":' + meta + "}}}}"
+        )
+        await agent.prompt(sid, text(f"raw {deep}\nsay after"))
+        await sink.wait_idle()
+        assert sink.text() == "after"
+        assert all(u.get("messageId") != "deep" for u in sink.updates)
+    assert any(
+        "invalid message" in r.getMessage() and "levels deep" in r.getMessage()
+        for r in caplog.records
+    )

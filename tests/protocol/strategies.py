@@ -7,17 +7,28 @@ the same entities again (upserts, chunks after snapshots, clears).
 
 Public strategies: ``v2_updates()``, ``hub_updates()``, ``updates()``, ``update_streams()``,
 ``terminal_chunks(terminal_id, data)`` and the building blocks they use.
+
+For fuzzing the wire (a client or a lying agent; ``test_fuzz.py`` runs them against the
+protocol core, a socket-level fuzzer can reuse them): ``golden_update(version)`` (the golden
+fixtures), ``mutated(value)`` and ``mutated_updates(version)`` (changed types, keys, lengths,
+nesting around the parser's depth limit and past what orjson writes), ``client_calls()`` and
+``client_messages()`` (every method a client may call, well-formed or mutated), ``frames()``
+(bytes: messages, batches around their bound, junk; ``encode_any`` writes any nesting). These
+are not all valid.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import functools
 import itertools
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import orjson
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
@@ -501,3 +512,203 @@ def update_streams(
     return st.lists(
         st.one_of(one, one, one, chunked_terminal_outputs()), min_size=min_size, max_size=max_size
     ).map(_flatten)
+
+
+# --- wire fuzzing: the golden fixtures, valid client messages and mutations of both -----------
+# For fuzzers that drive the hub over a socket (as a client, or as a lying agent): every
+# strategy here draws plain JSON values (or frames of bytes) and needs no hub to run.
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+ODD_STRINGS = ("", " ", "\x00", "\u202e", "😀" * 3, "a" * 10_000, "../../etc/passwd", "s-nope")
+ODD_SCALARS: tuple[Any, ...] = (None, True, False, 0, -1, 2**53, 2**63 - 1, -(2**63), 1.5, 1e308)
+
+
+@functools.cache
+def golden_updates(version: int) -> tuple[Update, ...]:
+    """Every session update of the golden fixtures in protocol ``version`` (1 or 2; the v2 set
+    holds the hub's ``_hub_*`` variants too)."""
+    out: list[Update] = []
+    for name in ("agent_v1_to_v2.json", "client_v2_to_v1.json"):
+        for case in json.loads((FIXTURES / "translate" / name).read_text()):
+            out += case["v1" if version == 1 else "v2"]
+    if version == 2:
+        for name in ("v2_updates.json", "hub_updates.json"):
+            out += json.loads((FIXTURES / name).read_text()).values()
+    return tuple(out)
+
+
+def golden_update(version: int) -> st.SearchStrategy[Update]:
+    """One update of the golden fixtures (a fresh copy: mutate it freely)."""
+    return st.sampled_from(golden_updates(version)).map(copy.deepcopy)
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The path (keys and indices) of every node of ``value``, ``()`` for the root."""
+    out = [prefix]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            out += _paths(child, (*prefix, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            out += _paths(child, (*prefix, index))
+    return out
+
+
+def _replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    out = copy.copy(value)
+    out[path[0]] = _replace(value[path[0]], path[1:], new)
+    return out
+
+
+def nest(value: Any, levels: int) -> Any:
+    """``value`` wrapped in ``levels`` alternating arrays and objects."""
+    for level in range(levels):
+        value = [value] if level % 2 else {"_": value}
+    return value
+
+
+@st.composite
+def _mutation(draw: st.DrawFn, value: Any) -> Any:
+    """``value`` with one node changed: its type, its keys, its length or its depth."""
+    path = draw(st.sampled_from(_paths(value)))
+    node = value
+    for step in path:
+        node = node[step]
+    kind = draw(st.sampled_from(("type", "scalar", "string", "keys", "items", "nest")))
+    new: Any
+    if kind == "type":
+        new = draw(st.sampled_from((None, 0, "x", [], {}, [node], {"_": node})))
+    elif kind == "scalar":
+        new = draw(st.sampled_from(ODD_SCALARS))
+    elif kind == "string":
+        new = draw(st.sampled_from(ODD_STRINGS) | st.text(max_size=20))
+    elif kind == "keys" and isinstance(node, dict):
+        keys = dict(node)
+        if len(node) > 0 and draw(st.booleans()):
+            del keys[draw(st.sampled_from(sorted(node)))]
+        else:
+            key = draw(st.sampled_from(("_meta", "sessionId", "id", "type", "")) | names)
+            keys[key] = draw(json_values)
+        new = keys
+    elif kind == "items" and isinstance(node, list):
+        new = [] if not node or draw(st.booleans()) else node + node[:1] * draw(st.integers(1, 50))
+    else:
+        # Deep nesting: around the parser's limit (64), and past what orjson writes (254).
+        new = nest(node, draw(st.sampled_from((2, 58, 59, 60, 61, 62, 63, 64, 300))))
+    return _replace(value, path, new)
+
+
+def mutated(value: Any, max_steps: int = 3) -> st.SearchStrategy[Any]:
+    """``value`` after 1 to ``max_steps`` mutations (``_mutation``)."""
+
+    def step(values: st.SearchStrategy[Any], _: int) -> st.SearchStrategy[Any]:
+        return values.flatmap(_mutation)
+
+    return st.integers(1, max_steps).flatmap(
+        lambda n: functools.reduce(step, range(n), st.just(value))
+    )
+
+
+def mutated_updates(version: int) -> st.SearchStrategy[Any]:
+    """A golden update of ``version``, mutated (what a lying agent might send)."""
+    return golden_update(version).flatmap(mutated)
+
+
+PROMPT_BLOCKS: tuple[dict[str, Any], ...] = (
+    {"type": "text", "text": "say hello"},
+    {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+    {"type": "resource_link", "name": "app.py", "uri": "file:///work/app.py"},
+    {"type": "resource", "resource": {"uri": "file:///work/a.txt", "text": "a"}},
+    {"type": "_acme_chart", "points": [1, 2]},
+)
+
+
+@st.composite
+def client_calls(draw: st.DrawFn, session_ids: tuple[str, ...] = ("s-1",)) -> dict[str, Any]:
+    """A well-formed client -> hub request or notification (``docs/protocol.md``) about one of
+    ``session_ids``; its id is a small integer or string."""
+    sid = draw(st.sampled_from(session_ids))
+    blocks = draw(st.lists(st.sampled_from(PROMPT_BLOCKS), min_size=1, max_size=3))
+    params_by_method: dict[str, dict[str, Any]] = {
+        "initialize": {"protocolVersion": 2, "info": {"name": "fuzz", "version": "1"}},
+        "session/new": {"cwd": "/tmp", "mcpServers": []},
+        "session/list": {},
+        "session/resume": {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "start"}},
+        "session/load": {"sessionId": sid, "cwd": "/tmp", "mcpServers": []},
+        "session/attach": {"sessionId": sid},
+        "session/detach": {"sessionId": sid},
+        "session/prompt": {"sessionId": sid, "prompt": blocks},
+        "session/set_config_option": {
+            "sessionId": sid,
+            "configId": "mode",
+            "type": "id",
+            "value": "ask",
+        },
+        "session/set_mode": {"sessionId": sid, "modeId": "ask"},
+        "session/close": {"sessionId": sid},
+        "session/delete": {"sessionId": sid},
+        "_hub/set_policy": {"sessionId": sid, "prompt": "queue"},
+        "_hub/lease/request": {"sessionId": sid},
+        "_hub/lease/release": {"sessionId": sid},
+        "_hub/queue/withdraw": {"sessionId": sid, "queueId": "q-1"},
+        "_hub/agent_stderr": {"agent": "scripted"},
+        "session/cancel": {"sessionId": sid},
+        "$/cancel_request": {"requestId": 1},
+    }
+    method = draw(st.sampled_from(sorted(params_by_method)))
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if method not in ("session/cancel", "$/cancel_request"):
+        message["id"] = draw(st.integers(1, 10_000) | st.text(min_size=1, max_size=8))
+    message["params"] = params_by_method[method]
+    return message
+
+
+def client_messages(session_ids: tuple[str, ...] = ("s-1",)) -> st.SearchStrategy[Any]:
+    """What a client might send: well-formed calls, mutations of them, and answers to the
+    hub's requests (a permission outcome), well-formed or not."""
+    answers = st.builds(
+        lambda request_id, outcome: {"jsonrpc": "2.0", "id": request_id, "result": outcome},
+        st.integers(0, 100),
+        st.sampled_from(
+            (
+                {"outcome": {"outcome": "selected", "optionId": "allow"}},
+                {"outcome": {"outcome": "cancelled"}},
+            )
+        ),
+    )
+    valid = client_calls(session_ids) | answers
+    return valid | valid.flatmap(mutated)
+
+
+def encode_any(value: Any) -> bytes:
+    """``value`` as JSON bytes, also nested past the 254 levels orjson writes."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, ensure_ascii=False).encode()
+
+
+def frames(session_ids: tuple[str, ...] = ("s-1",)) -> st.SearchStrategy[bytes]:
+    """One WebSocket text frame or stdio line's worth of bytes: an encoded message, a batch
+    (around the bound of 32 entries), or junk (not JSON, invalid UTF-8, a truncated message,
+    nesting past what orjson reads)."""
+    messages = client_messages(session_ids)
+    encoded = messages.map(encode_any)
+    batches = st.lists(messages, min_size=0, max_size=40).map(encode_any)
+    junk = st.sampled_from(
+        (
+            b"",
+            b"null",
+            b"[]",
+            b"{",
+            b'{"jsonrpc":"2.0","id":1,"method":"session/list"',
+            b"\xff\xfe",
+            b'"\xed\xa0\x80"',
+            b"[" * 1100 + b"]" * 1100,
+            b'{"jsonrpc":"2.0","id":1,"method":"m","params":' + b"[" * 300 + b"]" * 300 + b"}",
+        )
+    )
+    return st.one_of(encoded, batches, junk, st.binary(max_size=64))
