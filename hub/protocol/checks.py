@@ -270,10 +270,11 @@ def _check_lease(variant: str, update: Mapping[str, Any]) -> None:
 
 
 def _check_policy(variant: str, update: Mapping[str, Any]) -> None:
-    if update.get("prompt") not in _PROMPT_POLICIES:
-        fail(variant, f"'prompt' must be one of {sorted(_PROMPT_POLICIES)}")
-    if update.get("permission") not in _PERMISSION_POLICIES:
-        fail(variant, f"'permission' must be one of {sorted(_PERMISSION_POLICIES)}")
+    for key, allowed in (("prompt", _PROMPT_POLICIES), ("permission", _PERMISSION_POLICIES)):
+        value = update.get(key)
+        # A string first: a list or an object is not hashable, so not a set member to test.
+        if not isinstance(value, str) or value not in allowed:
+            fail(variant, f"'{key}' must be one of {sorted(allowed)}")
 
 
 def _check_hub_prompt(variant: str, update: Mapping[str, Any]) -> None:

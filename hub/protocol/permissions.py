@@ -159,7 +159,7 @@ def permission_outcome_for_agent(outcome: Any, options: Sequence[Any]) -> dict[s
     if kind != "selected":
         fail(where, f"unknown outcome '{kind}'")
     option_id = require_str(obj, "optionId", where)
-    known = {option.get("optionId") for option in options if isinstance(option, Mapping)}
+    known = [option.get("optionId") for option in options if isinstance(option, Mapping)]
     if option_id not in known:
         fail(where, f"unknown option '{option_id}'")
     return copy_meta(obj, {"outcome": "selected", "optionId": option_id})

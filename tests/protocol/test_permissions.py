@@ -247,3 +247,9 @@ def test_valid_permission_outcomes(outcome: Any, expected: Json, v1: Schema) -> 
 def test_unknown_or_malformed_permission_outcomes_never_approve(outcome: Any) -> None:
     with pytest.raises(InvalidParams):
         permission_outcome_for_agent(outcome, OPTIONS)
+
+
+def test_an_answer_against_malformed_options_is_refused_not_a_crash() -> None:
+    options: list[Any] = [{"optionId": ["allow"]}, {"optionId": {"x": 1}}, "junk"]
+    with pytest.raises(InvalidParams):
+        permission_outcome_for_agent({"outcome": "selected", "optionId": "allow"}, options)

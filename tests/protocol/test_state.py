@@ -715,3 +715,13 @@ def test_every_known_variant_has_one_check_and_one_fold() -> None:
     assert not REMOVED_VARIANTS & (V2_UPDATES | HUB_UPDATES)
     assert len(V1_UPDATES) == 11
     assert len(V2_UPDATES) == 16
+
+
+@pytest.mark.parametrize("value", [["queue"], {"q": 1}, None, 3])
+def test_a_policy_that_is_not_a_string_is_refused_not_a_crash(value: Any) -> None:
+    for update in (
+        {"sessionUpdate": "_hub_policy", "prompt": value, "permission": "first"},
+        {"sessionUpdate": "_hub_policy", "prompt": "queue", "permission": value},
+    ):
+        with pytest.raises(InvalidParams):
+            SessionState().apply(update)
