@@ -49,6 +49,7 @@ from hub.protocol.errors import (
     hub_error,
     invalid_params,
 )
+from hub.protocol.jsonrpc import depth_exceeds
 from hub.protocol.state import SessionState
 from hub.sessions import arbiter
 from hub.sessions.agent_handle import AgentHandle
@@ -71,6 +72,12 @@ _FRAME_OPEN = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId"
 _UPDATE_OPEN = b',"update":'
 _META_OPEN = b',"_meta":{"acp-hub":'
 _FRAME_CLOSE = b"}}}"
+
+MAX_UPDATE_DEPTH: Final = 128
+"""How deeply an update may nest objects and arrays. Far below the 254 levels orjson writes:
+the hub re-encodes updates inside frames and records of its own (``_hub_v2``, compactions);
+deeper ones are dropped before the fold. Every message is bounded more tightly on arrival
+(``hub.protocol.jsonrpc.DEFAULT_MAX_DEPTH``): this guards what the hub builds itself."""
 
 
 Spawner = Callable[[Callable[[], Awaitable[None]], str], None]
@@ -239,15 +246,22 @@ class Session:
         ``origin`` is the client whose prompt a user message is (a v1 client is spared it).
         """
         try:
+            body = orjson.dumps(update)
+            if body.count(b"{") + body.count(b"[") > MAX_UPDATE_DEPTH and depth_exceeds(
+                update, MAX_UPDATE_DEPTH
+            ):
+                raise InvalidParams(f"nested more than {MAX_UPDATE_DEPTH} levels deep")
             self.state.apply(update)
-        except InvalidParams as exc:
+        except (InvalidParams, TypeError) as exc:  # orjson.JSONEncodeError is a TypeError
+            # Checked before the fold: what the state holds must encode for every client,
+            # in every frame (replays, v1 renderings) built from it later.
             log.warning(
                 "! %s: dropped a malformed update from %s: %s", self.id, self.agent.name, exc
             )
             return None
         seq = self.log.next_seq()
         meta = {"seq": seq, "epoch": self.log.epoch}
-        v2 = self._frame(update, meta)
+        v2 = b"".join((self._frame_head, body, _META_OPEN, orjson.dumps(meta), _FRAME_CLOSE))
         try:
             v1_updates = self.v1.update(update)
         except PeerError as exc:

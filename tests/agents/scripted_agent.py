@@ -726,6 +726,7 @@ class TurnRunner:
             "ext-notify": self.cmd_ext_notify,
             "update": self.cmd_update,
             "raw": self.cmd_raw,
+            "replay-lines": self.cmd_replay_lines,
             "stderr": self.cmd_stderr,
             "stop": self.cmd_stop,
         }
@@ -1191,6 +1192,16 @@ class TurnRunner:
 
     def cmd_raw(self, rest: str) -> None:
         self.channel.write(rest.encode() + b"\n")
+
+    def cmd_replay_lines(self, rest: str) -> None:
+        # A lying agent: every line of the file, byte for byte (invalid UTF-8, overlong lines,
+        # anything but a newline), with `@SESSION@` replaced by this session's id.
+        with open(rest, "rb") as fh:
+            data = fh.read()
+        session_id = self.session.session_id.encode()
+        for line in data.split(b"\n"):
+            if line:
+                self.channel.write(line.replace(b"@SESSION@", session_id) + b"\n")
 
     def cmd_stderr(self, rest: str) -> None:
         sys.stderr.write(rest + "\n")

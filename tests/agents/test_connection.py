@@ -18,6 +18,7 @@ from hub.agents.errors import AgentError, agent_unavailable
 from hub.agents.process import AgentProcess
 from hub.agents.spec import AgentSpec
 from hub.protocol.errors import METHOD_NOT_FOUND, REQUEST_CANCELLED, method_not_found
+from hub.protocol.jsonrpc import DEFAULT_MAX_DEPTH
 from tests.agents.harness import SCRIPTED_AGENT
 
 # An agent that, once initialized, writes the lines of the file named by argv[1] to stdout,
@@ -228,3 +229,53 @@ async def test_requests_fail_once_closed(tmp_path: Path) -> None:
         with pytest.raises(AgentError) as closed:
             await conn.request("session/list", {})
         assert "test" in closed.value.error.message
+
+
+# An agent that answers every request of the hub with a result nested 300 levels deep, and
+# after initialize sends a request and a notification nested as deep, then ones at the limit.
+DEEP_AGENT = r"""
+import json, sys
+deep = "[" * 300 + "]" * 300
+edge = "[" * 62 + "]" * 62  # inside params (level 2): the message is exactly 64 levels deep
+for raw in sys.stdin:
+    sys.stderr.write("got " + raw.strip() + "\n"); sys.stderr.flush()
+    msg = json.loads(raw)
+    if msg.get("method") == "initialize":
+        out = [json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result":
+                {"protocolVersion": 2, "info": {"name": "deep", "version": "1"},
+                 "capabilities": {}}})]
+        out.append('{"jsonrpc":"2.0","id":"d1","method":"_vendor/ask","params":{"v":' + deep + '}}')
+        out.append('{"jsonrpc":"2.0","method":"_vendor/deep","params":{"v":' + deep + "}}")
+        out.append('{"jsonrpc":"2.0","method":"_vendor/edge","params":{"v":' + edge + "}}")
+        out.append('{"jsonrpc":"2.0","id":"e1","method":"_vendor/ask","params":{"v":' + edge + '}}')
+    elif "id" in msg and "method" in msg:
+        out = ['{"jsonrpc":"2.0","id":' + json.dumps(msg["id"]) + ',"result":' + deep + "}"]
+    else:
+        continue
+    sys.stdout.write("".join(line + "\n" for line in out)); sys.stdout.flush()
+"""
+
+
+async def test_messages_nested_past_the_limit_are_refused_on_arrival(tmp_path: Path) -> None:
+    # orjson reads 1,024 levels but writes 254: nothing nested past the limit gets in, and
+    # an answer nested too deep fails the request instead of leaving it waiting.
+    script = tmp_path / "deep_agent.py"
+    script.write_text(DEEP_AGENT)
+    spec = AgentSpec("deep", sys.executable, (str(script),))
+    served: list[dict[str, Any]] = []
+    notes: list[tuple[str, dict[str, Any]]] = []
+
+    async def on_request(method: str, params: dict[str, Any]) -> Any:
+        served.append(params)
+        return {}
+
+    async with connected(spec, on_request, notes) as (process, conn):
+        await conn.request("initialize", {"protocolVersion": 2})
+        await wait_stderr(process, '"id":"d1","error":{"code":-32602')
+        await wait_stderr(process, '"id":"e1","result":{}')
+        with pytest.raises(AgentError) as refused:
+            await conn.request("session/list", {})
+        assert refused.value.error.code == -32600
+        assert f"nested more than {DEFAULT_MAX_DEPTH} levels" in str(refused.value.error.data)
+    assert [method for method, _ in notes] == ["_vendor/edge"]
+    assert len(served) == 1  # the request at the limit, not the one past it
