@@ -425,6 +425,22 @@ class SessionState:
         terminal = self._terminals.get(terminal_id)
         return None if terminal is None else bytes(terminal.output)
 
+    def latest_message(self, kind: str) -> dict[str, Any] | None:
+        """The latest message of ``kind`` (``agent_message``, ``user_message`` or
+        ``agent_thought``) as ``{"messageId", "kind", "content", **fields}``, or ``None``.
+
+        Walks the timeline back from its end, so the cost is the distance to that message,
+        not the length of the session."""
+        for (entity_type, entity_id), entity in reversed(self._timeline.items()):
+            if entity_type == _MESSAGE and isinstance(entity, _Message) and entity.kind == kind:
+                return {
+                    "messageId": entity_id,
+                    "kind": entity.kind,
+                    "content": entity.content(),
+                    **entity.fields,
+                }
+        return None
+
     @property
     def pending_permissions(self) -> dict[str, dict[str, Any]]:
         """Permission records whose status is ``pending``, by permission id."""

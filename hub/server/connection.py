@@ -59,6 +59,7 @@ from hub.protocol.errors import (
 )
 from hub.protocol.idmap import IdMap
 from hub.protocol.jsonrpc import RequestId
+from hub.server import watch
 from hub.server.methods import ASYNC_METHODS, SYNC_METHODS, AsyncHandler, SyncHandler
 from hub.server.outbox import Outbox
 from hub.server.transport import FrameWriter
@@ -240,6 +241,7 @@ class ClientConnection:
         if self.state is ConnectionState.CLOSED:
             return
         self.state = ConnectionState.CLOSED
+        watch.forget(self)
         for session in list(self.sessions.values()):
             session.detach(self, reason="disconnected")
         self.sessions.clear()

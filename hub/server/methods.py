@@ -36,6 +36,7 @@ from hub.protocol.errors import (
 )
 from hub.protocol.mcp_servers import mcp_servers_v1_to_v2
 from hub.protocol.version import negotiate_as_agent
+from hub.server.watch import watch_of
 from hub.sessions import arbiter, workspace
 from hub.sessions.errors import SessionFailure
 from hub.sessions.session import Replay
@@ -401,6 +402,17 @@ def _hub_lease(action: str) -> SyncHandler:
     return handler
 
 
+def _hub_subscribe_sessions(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    """The dashboard's one subscription: a card per session now, ``_hub/sessions_changed``
+    notifications after (``hub.server.watch``)."""
+    return {"sessions": watch_of(conn.registry).subscribe(conn)}
+
+
+def _hub_unsubscribe_sessions(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    watch_of(conn.registry).unsubscribe(conn)
+    return {}
+
+
 def _hub_agent_stderr(conn: ClientConnection, params: dict[str, Any]) -> Result:
     name = params.get("agent") or conn.registry.supervisor.default_name
     if name is not None and not isinstance(name, str):
@@ -479,6 +491,8 @@ SYNC_METHODS: dict[str, SyncHandler] = {
     "_hub/lease/release": _hub_lease("release"),
     "_hub/lease/grant": _hub_lease("grant"),
     "_hub/agent_stderr": _hub_agent_stderr,
+    "_hub/subscribe_sessions": _hub_subscribe_sessions,
+    "_hub/unsubscribe_sessions": _hub_unsubscribe_sessions,
 }
 
 ASYNC_METHODS: dict[str, AsyncHandler] = {

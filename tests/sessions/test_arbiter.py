@@ -19,6 +19,8 @@ READ_ONLY = {
     "session/load",
     "session/attach",
     "session/detach",
+    "_hub/subscribe_sessions",
+    "_hub/unsubscribe_sessions",
 }
 
 

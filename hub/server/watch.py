@@ -1,0 +1,189 @@
+"""Live summaries of every session for the clients that watch them all: the team dashboard.
+
+Theory of operation
+-------------------
+A client calls ``_hub/subscribe_sessions``: it is answered with a card for every session it may
+see and from then on receives ``_hub/sessions_changed`` notifications ``{sessions, removed}``
+with the cards that changed and the ids of sessions that are gone, over its own connection (one
+connection watches every session; it attaches to none). ``_hub/unsubscribe_sessions`` stops
+them; so does the connection closing (``forget``).
+
+One ``SessionWatch`` per registry does the work for every subscriber. A session's card can
+only change when something is appended to its log (every state change the hub or the agent
+makes is an event) or when it is created or closed, so the watch keeps each session's
+``(epoch, last seq)`` and, on each pass, rebuilds only the cards whose log moved. A pass runs
+at most every ``interval`` seconds while a session streams, and about ``settle`` seconds after
+the registry says a session changed (a turn started or ended, a permission request waits), so
+a burst of changes is one notification and a busy hub costs the same per subscriber whatever
+the agents stream. Each pass encodes its notification once and hands the same bytes to every
+subscriber's outbox, whose byte bound applies as to any other frame. The task runs only while
+someone is subscribed. The wire contract is in ``docs/protocol.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+
+from hub.protocol import jsonrpc
+
+if TYPE_CHECKING:
+    from hub.server.connection import ClientConnection
+    from hub.sessions.registry import SessionRegistry
+    from hub.sessions.session import Session
+
+log = logging.getLogger("hub.server")
+
+ANSWER_LINES: Final = 4
+"""Lines of the agent's latest answer a card carries."""
+ANSWER_CHARS: Final = 400
+"""Characters of the agent's latest answer a card carries at most."""
+
+
+def _iso(wall: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall)) + f".{int(wall % 1 * 1000):03d}Z"
+
+
+def answer_tail(session: Session) -> str:
+    """The last few lines of the agent's latest message (its text blocks), trimmed."""
+    message = session.state.latest_message("agent_message")
+    if message is None:
+        return ""
+    text = "".join(
+        block["text"]
+        for block in message["content"]
+        if isinstance(block, dict) and isinstance(block.get("text"), str)
+    )
+    lines = [line for line in text[-4 * ANSWER_CHARS :].splitlines() if line.strip()]
+    tail = "\n".join(lines[-ANSWER_LINES:])
+    return tail if len(tail) <= ANSWER_CHARS else "\u2026" + tail[-(ANSWER_CHARS - 1) :]
+
+
+def card(session: Session) -> dict[str, Any]:
+    """The dashboard's picture of ``session`` (the ``_hub/sessions_changed`` entry).
+
+    ``session/list``'s ``_meta["acp-hub"]`` summary, flattened, plus the session's title and
+    working directory, when the running turn started (``turnStartedAt``, ISO 8601 UTC, or
+    ``null``), the pending permission requests with what a person needs to answer them
+    (``permissionId``, ``title``, ``options``, ``subject``), and ``answer``: the last lines of
+    the agent's latest message.
+    """
+    summary = session.summary()
+    pending = []
+    for permission_id, record in session.state.pending_permissions.items():
+        request = record.get("request") or {}
+        entry: dict[str, Any] = {
+            "permissionId": permission_id,
+            "title": request.get("title") or (request.get("toolCall") or {}).get("title"),
+            "options": request.get("options") or [],
+        }
+        if isinstance(request.get("subject"), dict):
+            entry["subject"] = request["subject"]
+        pending.append(entry)
+    turn = session.turns.current
+    started = None
+    if turn is not None:
+        started = _iso(time.time() - (time.monotonic() - turn.started))
+    return {
+        "sessionId": session.id,
+        "cwd": session.cwd,
+        "title": session.state.title,
+        **{k: v for k, v in summary.items() if k != "pendingPermissions"},
+        "pendingPermissions": pending,
+        "turnStartedAt": started,
+        "answer": answer_tail(session),
+    }
+
+
+class SessionWatch:
+    """The subscribers of one registry's sessions and the pass that keeps them current."""
+
+    def __init__(self, registry: SessionRegistry, *, interval: float = 0.5, settle: float = 0.1):
+        self.registry = registry
+        self.interval = interval
+        self.settle = settle
+        self.subscribers: dict[str, ClientConnection] = {}
+        self._seen: dict[str, tuple[int, int]] = {}
+        self._wake = anyio.Event()
+        self._running = False
+        registry.listeners.append(self._on_change)
+
+    def _on_change(self, session: Session) -> None:
+        self._wake.set()
+
+    def subscribe(self, client: ClientConnection) -> list[dict[str, Any]]:
+        """Add ``client``; the cards of every session now (what it is answered)."""
+        self.subscribers[client.client_id] = client
+        cards = [card(session) for session in self.registry.sessions.values()]
+        if not self._running:
+            # The pass starts from what the first subscriber was just told.
+            self._seen = {
+                s.id: (s.log.epoch, s.log.last_seq) for s in self.registry.sessions.values()
+            }
+            self._running = True
+            self.registry.spawn(self._run, "session watch")
+        return cards
+
+    def unsubscribe(self, client: ClientConnection) -> None:
+        self.subscribers.pop(client.client_id, None)
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                with anyio.move_on_after(self.interval):
+                    await self._wake.wait()
+                if self._wake.is_set():
+                    await anyio.sleep(self.settle)
+                    self._wake = anyio.Event()
+                for client_id, client in list(self.subscribers.items()):
+                    if client.closed:
+                        del self.subscribers[client_id]
+                if not self.subscribers:
+                    return
+                self.flush()
+        finally:
+            self._running = False
+
+    def flush(self) -> None:
+        """One pass: a notification with the cards that changed since the last, to everyone."""
+        sessions = self.registry.sessions
+        changed = []
+        seen: dict[str, tuple[int, int]] = {}
+        for session_id, session in sessions.items():
+            mark = (session.log.epoch, session.log.last_seq)
+            seen[session_id] = mark
+            if self._seen.get(session_id) != mark:
+                changed.append(card(session))
+        removed = [session_id for session_id in self._seen if session_id not in sessions]
+        self._seen = seen
+        if not changed and not removed:
+            return
+        frame = jsonrpc.notification(
+            "_hub/sessions_changed", {"sessions": changed, "removed": removed}
+        )
+        for client in self.subscribers.values():
+            client.outbox.push(frame)
+
+
+_watches: weakref.WeakKeyDictionary[SessionRegistry, SessionWatch] = weakref.WeakKeyDictionary()
+
+
+def forget(client: ClientConnection) -> None:
+    """``client`` closed: it is no longer anyone's subscriber."""
+    for session_watch in _watches.values():
+        session_watch.unsubscribe(client)
+
+
+def watch_of(registry: SessionRegistry) -> SessionWatch:
+    """The registry's one ``SessionWatch`` (made on first use)."""
+    watch = _watches.get(registry)
+    if watch is None:
+        watch = _watches[registry] = SessionWatch(registry)
+    return watch
+
+
+__all__ = ["SessionWatch", "answer_tail", "card", "forget", "watch_of"]

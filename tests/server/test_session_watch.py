@@ -1,0 +1,150 @@
+"""``_hub/subscribe_sessions``: one connection watches every session's card, live.
+
+Real hub, real scripted agents, real sockets: a watcher that attaches to no session sees
+sessions appear, stream, wait for a permission, finish and go away, with one notification per
+pass, and nothing once it unsubscribed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from hub.server.watch import watch_of
+from tests.server.harness import TIMEOUT, AcpClient, acp_client, running_hub, scripted_agent
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+ANSWERS: dict[int, list[dict[str, Any]]] = {}
+
+
+async def subscribe(watcher: AcpClient) -> list[dict[str, Any]]:
+    sessions: list[dict[str, Any]] = (await watcher.call("_hub/subscribe_sessions", {}))["sessions"]
+    ANSWERS[id(watcher)] = sessions
+    return sessions
+
+
+def cards(watcher: AcpClient) -> dict[str, dict[str, Any]]:
+    """The latest card of every session the watcher was told about (the subscription's answer,
+    then every notification), without the removed ones."""
+    latest = {card["sessionId"]: card for card in ANSWERS.get(id(watcher), [])}
+    for note in watcher.notifications:
+        if note["method"] != "_hub/sessions_changed":
+            continue
+        for card in note["params"]["sessions"]:
+            latest[card["sessionId"]] = card
+        for session_id in note["params"]["removed"]:
+            latest.pop(session_id, None)
+    return latest
+
+
+async def test_a_watcher_sees_every_session_live_without_attaching() -> None:
+    async with (
+        running_hub([scripted_agent(), scripted_agent("other")]) as hub,
+        acp_client(hub.url) as driver,
+        acp_client(hub.url) as watcher,
+    ):
+        first = await driver.new_session()
+        answer = await subscribe(watcher)
+        assert [c["sessionId"] for c in answer] == [first]
+        card = answer[0]
+        assert card["agent"] == "scripted"
+        assert card["state"] == "idle"
+        assert card["cwd"] == "/tmp"
+        assert card["pendingPermissions"] == []
+        assert card["turnStartedAt"] is None
+        assert [c["name"] for c in card["clients"]] == ["test-client"]
+
+        # A second session on the other agent appears; a turn streams into the first.
+        second = await driver.new_session("other")
+        await watcher.wait_for(lambda: second in cards(watcher))
+        assert cards(watcher)[second]["agent"] == "other"
+        await driver.prompt(first, "say one\nsay two\nsay three\nsay four\nsay the last line")
+        await watcher.wait_for(
+            lambda: (
+                cards(watcher)[first]["answer"].endswith("the last line")
+                and cards(watcher)[first]["state"] == "idle"
+            )
+        )
+
+        # A permission request waits: the card says so, with what it takes to answer it.
+        await driver.prompt(first, "permission Deploy now?")
+        await watcher.wait_for(lambda: bool(cards(watcher)[first]["pendingPermissions"]))
+        waiting = cards(watcher)[first]
+        assert waiting["state"] == "requires_action"
+        assert waiting["turnStartedAt"] is not None
+        (pending,) = waiting["pendingPermissions"]
+        assert "Deploy now?" in pending["title"]
+        assert [o["optionId"] for o in pending["options"]] == ["allow", "reject"]
+        request = next(r for r in driver.requests if r["method"] == "session/request_permission")
+        await driver.answer(
+            request["id"], {"outcome": {"outcome": "selected", "optionId": "allow"}}
+        )
+        await watcher.wait_for(
+            lambda: (
+                not cards(watcher)[first]["pendingPermissions"]
+                and cards(watcher)[first]["state"] == "idle"
+            )
+        )
+        assert cards(watcher)[first]["turnStartedAt"] is None
+
+        # The watcher is attached to nothing: it got no session updates at all.
+        assert watcher.updates == []
+
+        # A closed session is removed.
+        await driver.call("session/close", {"sessionId": second})
+        await watcher.wait_for(lambda: second not in cards(watcher))
+
+        # After unsubscribing, nothing more arrives: a second watcher, still subscribed, sees
+        # the next change; the same pass would have told the first one in the same moment,
+        # and a round trip on its connection flushes anything queued for it before.
+        await watcher.call("_hub/unsubscribe_sessions", {})
+        told = len(watcher.notifications)
+        async with acp_client(hub.url) as control:
+            await subscribe(control)
+            await driver.prompt(first, "say after")
+            await control.wait_for(lambda: cards(control)[first]["answer"] == "after")
+        await watcher.call("session/list", {})
+        assert len(watcher.notifications) == told
+
+
+async def test_one_notification_per_pass_for_a_burst() -> None:
+    """A turn that streams a hundred chunks is a few notifications, not a hundred."""
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url) as driver,
+        acp_client(hub.url) as watcher,
+    ):
+        session = await driver.new_session()
+        await subscribe(watcher)
+        await driver.prompt(session, "stream 100 8")
+        await driver.wait_for(lambda: driver.idle_count(session) == 1)
+        last = driver.last_seq(session)
+        await watcher.wait_for(lambda: cards(watcher)[session]["seq"] >= last)
+        assert cards(watcher)[session]["state"] == "idle"
+        passes = [n for n in watcher.notifications if n["method"] == "_hub/sessions_changed"]
+        assert 1 <= len(passes) < 20
+        assert len(driver.session_updates(session)) > 100
+
+
+async def test_a_closed_subscriber_is_dropped() -> None:
+    async with running_hub([scripted_agent()]) as hub:
+        assert hub.app.registry is not None
+        watch = watch_of(hub.app.registry)
+        async with acp_client(hub.url) as watcher:
+            await watcher.call("_hub/subscribe_sessions", {})
+            assert list(watch.subscribers) == [watcher.init_result["_meta"]["acp-hub"]["clientId"]]
+        # The hub notices the close when it reads it: a round trip on another connection
+        # after the close frame was sent is not enough, so wait for the hub's own bookkeeping.
+        with anyio.fail_after(TIMEOUT):
+            while hub.app.connections:  # noqa: ASYNC110 - the hub offers no event for this
+                await anyio.sleep(0.01)
+        assert watch.subscribers == {}
