@@ -222,7 +222,12 @@ class Bridge:
             log.warning("! a line from the editor is too long: %s", line)
             await self._to_editor(jsonrpc.error(None, invalid_request(str(line))))
             return
-        entry = jsonrpc.parse(line)
+        entry = jsonrpc.parse(line, allow_batch=True)
+        if isinstance(entry, jsonrpc.Batch):
+            # The hub answers a batch as one array; the bridge relays message by message.
+            error = invalid_request("the bridge takes one JSON-RPC message per line, not batches")
+            await self._to_editor(jsonrpc.error(None, error))
+            return
         if isinstance(entry, jsonrpc.Invalid):
             log.info("! invalid message from the editor: %s", entry.error.data)
             await self._to_editor(jsonrpc.encode(entry))

@@ -157,3 +157,20 @@ async def test_a_v2_editor_through_the_bridge_across_a_dropped_connection(tmp_pa
         ]
         assert seqs == sorted(set(seqs))
         assert all(p["sessionId"] == session_id for p in editor.updates())
+
+
+async def test_a_batch_from_the_editor_is_refused_with_a_reason(tmp_path: Path) -> None:
+    async with (
+        listener_hub([scripted_agent("scripted", 2)]) as listener,
+        v2_editor(listener.url, tmp_path / "bridge.log") as editor,
+    ):
+        assert editor.process.stdin is not None
+        await editor.process.stdin.send(b'[{"jsonrpc":"2.0","id":1,"method":"session/list"}]\n')
+        await editor.wait_for(lambda: any("error" in m for m in editor.messages))
+        (refusal,) = editor.messages
+        assert refusal["id"] is None
+        assert refusal["error"]["code"] == -32600
+        assert "not batches" in refusal["error"]["data"]
+        # The bridge goes on: the next message is served.
+        init = await editor.call("initialize", {"protocolVersion": 2, "capabilities": {}})
+        assert init["protocolVersion"] == 2
