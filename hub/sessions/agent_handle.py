@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from hub.agents.agent import PromptAck
+from hub.agents import PromptAck
 
 
 class AgentHandle(Protocol):

@@ -11,24 +11,37 @@ Every user message is attributed to the client whose prompt it is with a ``_hub_
 update: by the id the agent's answer names, or else by the first user message the agent sends
 during the turn. v2 clients are answered when the prompt is accepted (started, or queued);
 v1 clients when the turn their prompt started ended, with its stop reason.
+
+A v2 answer always names the user message (``messageId``; ACP v2's ``PromptResponse``
+requires it). A queued prompt is answered before the agent has seen it, so the hub mints the
+id when it queues the prompt; when the turn starts, the id the agent gives that user message is
+an alias of the minted one, and every update of it reaches the clients (and the log) under the
+minted id.
+
+Whatever fails while a turn starts (the agent refuses, is unavailable, the request is
+cancelled, or a bug of ours) releases the turn and answers the sender with an error: the
+session stays usable.
 """
 
 from __future__ import annotations
 
+import logging
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from hub.agents.errors import AgentError
 from hub.protocol.errors import (
     NOT_LEASE_HOLDER,
     QUEUE_FULL,
     REQUEST_CANCELLED,
     SESSION_BUSY,
     RpcError,
+    RpcFailure,
     hub_error,
+    internal_error,
     invalid_params,
 )
 from hub.protocol.prompts import stop_reason_for_v1
@@ -38,6 +51,8 @@ from hub.sessions.errors import SessionFailure
 
 if TYPE_CHECKING:
     from hub.sessions.session import Session
+
+log = logging.getLogger("hub.sessions")
 
 USER_MESSAGE_VARIANTS: Final = frozenset({"user_message", "user_message_chunk"})
 
@@ -60,6 +75,8 @@ class QueuedPrompt:
     client: ClientHandle
     blocks: list[Any]
     queued_at: str
+    message_id: str | None = None
+    """The id the hub minted for the user message this prompt becomes (v2 senders)."""
     started: anyio.Event = field(default_factory=anyio.Event)
     result: dict[str, Any] | None = None
     error: RpcError | None = None
@@ -79,7 +96,9 @@ class Turn:
     """A ``session/cancel`` for this turn went to the agent (it goes once)."""
     message_id: str | None = None
     """The id of the user message this turn's prompt became (from the agent's answer or its
-    first user message)."""
+    first user message, or minted by the hub when the prompt was queued)."""
+    minted: str | None = None
+    """The id the hub minted when the prompt was queued: the agent's id becomes its alias."""
     id_known: anyio.Event = field(default_factory=anyio.Event)
     started: float = field(default_factory=time.monotonic)
     """When the hub took the prompt to the agent (``time.monotonic``), for the metrics."""
@@ -92,6 +111,9 @@ class Turns:
         self._session = session
         self.current: Turn | None = None
         self.queue: list[QueuedPrompt] = []
+        self.aliases: dict[str, str] = {}
+        """User message ids the agent gave to prompts the hub had named when it queued them:
+        the agent's id -> the hub's."""
 
     @property
     def busy(self) -> bool:
@@ -144,19 +166,25 @@ class Turns:
             )
         return await self._start(client, blocks)
 
-    async def _start(self, client: ClientHandle, blocks: list[Any]) -> dict[str, Any]:
+    async def _start(
+        self, client: ClientHandle, blocks: list[Any], minted: str | None = None
+    ) -> dict[str, Any]:
         session = self._session
-        turn = Turn(client)
+        turn = Turn(client, minted=minted)
         self.current = turn
         session.changed()
         try:
             ack = await session.agent.prompt(session.agent_session_id, blocks)
-        except AgentError as exc:
-            if self.current is turn:
-                self.current = None
-            session.changed()
-            self.pump()
-            raise SessionFailure(exc.error) from exc
+        except BaseException as exc:
+            # Whatever went wrong, the turn must not outlive its start: the next prompt
+            # would queue behind it for good.
+            self._abandon(turn)
+            if isinstance(exc, RpcFailure):
+                raise SessionFailure(exc.error) from exc
+            if isinstance(exc, Exception):
+                log.exception("! %s: the prompt could not be sent to the agent", session.id)
+                raise SessionFailure(internal_error("the prompt could not be sent")) from exc
+            raise  # cancelled: the sender is gone or withdrew the request
         if ack.message_id is not None and not turn.attributed:
             self._attribute(turn, client, ack.message_id)
         if client.version >= 2:
@@ -178,26 +206,44 @@ class Turns:
         # The v1 enum is closed: a v2 agent's other stop reasons read as `end_turn`.
         return {"stopReason": stop_reason_for_v1(turn.stop_reason or "end_turn")}
 
+    def _abandon(self, turn: Turn) -> None:
+        """The turn could not start: release it and wake whoever waits for it."""
+        turn.id_known.set()
+        turn.ended.set()
+        if self.current is turn:
+            self.current = None
+        self._session.changed()
+        self.pump()
+
     def on_user_message(self, update: dict[str, Any]) -> bool:
-        """Emit ``update`` if it is the user message of the turn's own prompt (attributed to
-        its sender on the first one) and return ``True``; else leave it to the caller."""
-        turn = self.current
-        if (
-            turn is None
-            or turn.client is None
-            or update.get("sessionUpdate") not in USER_MESSAGE_VARIANTS
-            or not isinstance(update.get("messageId"), str)
-            or (turn.attributed and update["messageId"] != turn.message_id)
-        ):
+        """Emit a user message ``update`` (under the hub's id when it has an alias) and return
+        ``True``: attributed to the turn's sender when it is the turn's own prompt (on the
+        first one). ``False`` for every other update, left to the caller."""
+        if update.get("sessionUpdate") not in USER_MESSAGE_VARIANTS:
             return False
-        if not turn.attributed:
-            self._attribute(turn, turn.client, update["messageId"])
+        message_id = update.get("messageId")
+        if not isinstance(message_id, str):
+            return False
+        turn = self.current
+        if turn is not None and turn.client is not None and not turn.attributed:
+            self._attribute(turn, turn.client, message_id)
+        alias = self.aliases.get(message_id)
+        if alias is not None:
+            update = {**update, "messageId": alias}
+            message_id = alias
+        if turn is None or turn.client is None or message_id != turn.message_id:
+            self._session.emit(update)
+            return True
         # The prompt's own user message: a v1 sender rendered it already.
         self._session.emit(update, origin=turn.client.client_id)
         return True
 
     def _attribute(self, turn: Turn, client: ClientHandle, message_id: str) -> None:
-        """Record (``_hub_prompt``) that the user message ``message_id`` is ``client``'s."""
+        """Record (``_hub_prompt``) that the user message ``message_id`` is ``client``'s;
+        under the id the hub minted for it, if it did."""
+        if turn.minted is not None:
+            self.aliases[message_id] = turn.minted
+            message_id = turn.minted
         turn.attributed = True
         turn.message_id = message_id
         turn.id_known.set()
@@ -239,12 +285,16 @@ class Turns:
         if len(waiting) >= session.settings.max_queued_prompts:
             raise SessionFailure(hub_error(QUEUE_FULL, "The prompt queue of this session is full"))
         entry = QueuedPrompt(session.mint("q"), client, blocks, now_iso())
+        if client.version >= 2:
+            entry.message_id = f"hub-{secrets.token_hex(8)}"
         self.queue.append(entry)
         self._queue_changed()
-        if client.version >= 2:
-            # Acknowledged on acceptance into the queue; the turn starts when the agent is idle.
+        if entry.message_id is not None:
+            # Acknowledged on acceptance into the queue, under the id the user message will
+            # have; the turn starts when the agent is idle.
             self.pump()
-            return {"_meta": {"acp-hub": {"queued": True, "queueId": entry.queue_id}}}
+            meta = {"queued": True, "queueId": entry.queue_id, "messageId": entry.message_id}
+            return {"messageId": entry.message_id, "_meta": {"acp-hub": meta}}
         self.pump()
         try:
             await entry.started.wait()
@@ -311,7 +361,7 @@ class Turns:
             self.pump()
             return
         try:
-            result = await self._start(entry.client, entry.blocks)
+            result = await self._start(entry.client, entry.blocks, entry.message_id)
         except SessionFailure as exc:
             entry.error = exc.error
         else:

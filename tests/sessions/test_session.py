@@ -1,0 +1,742 @@
+"""The session's rules without sockets: fan-out, presence, prompts and the queue, the lease,
+permission requests and elicitations, against an in-process agent and list-backed clients.
+
+The wire (real sockets, real agent processes) is tested in ``tests/server``; these tests pin
+the arbitration rules (``docs/arbitration.md``) one by one and run in milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import orjson
+import pytest
+
+from hub.agents import AgentError, PromptAck
+from hub.protocol.errors import (
+    AGENT_UNAVAILABLE,
+    FORBIDDEN,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    NOT_LEASE_HOLDER,
+    QUEUE_FULL,
+    REQUEST_CANCELLED,
+    SESSION_BUSY,
+    RpcError,
+    hub_error,
+)
+from hub.protocol.jsonrpc import RequestId
+from hub.protocol.state import SessionState
+from hub.sessions.client import ClientHandle, ReplyHandler
+from hub.sessions.errors import SessionFailure
+from hub.sessions.session import Session
+from hub.settings import Role, Settings
+
+pytestmark = pytest.mark.anyio
+
+ALLOW = {"outcome": {"outcome": "selected", "optionId": "allow"}}
+OPTIONS = [
+    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "deny", "name": "Deny", "kind": "reject_once"},
+]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# -- stand-ins ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ListSink:
+    """A ``FrameSink`` that keeps every frame (replay pages read at once)."""
+
+    frames: list[bytes] = field(default_factory=list)
+
+    def push(self, frame: bytes) -> bool:
+        self.frames.append(frame)
+        return True
+
+    def push_pages(self, pages: Iterable[bytes]) -> bool:
+        self.frames.extend(pages)
+        return True
+
+
+@dataclass
+class Client:
+    """A ``ClientHandle`` that records what the session sends it and answers on request."""
+
+    client_id: str
+    role: Role = "owner"
+    version: int = 2
+    name: str = ""
+    hub_events: bool = True
+    batches: bool = False
+    outbox: ListSink = field(default_factory=ListSink)
+    asked: dict[RequestId, tuple[str, dict[str, Any], ReplyHandler]] = field(default_factory=dict)
+    withdrawn: list[RequestId] = field(default_factory=list)
+    notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    _next: int = 0
+
+    def request(self, method: str, params: dict[str, Any], on_reply: ReplyHandler) -> RequestId:
+        self._next += 1
+        self.asked[self._next] = (method, params, on_reply)
+        return self._next
+
+    def withdraw(self, request_id: RequestId) -> None:
+        self.withdrawn.append(request_id)
+        self.asked.pop(request_id, None)
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        self.notes.append((method, params))
+
+    # -- reading what it got -----------------------------------------------------------------
+
+    def messages(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for frame in self.outbox.frames:
+            message = orjson.loads(frame)
+            out.extend(message if isinstance(message, list) else [message])
+        return out
+
+    def updates(self, variant: str | None = None) -> list[dict[str, Any]]:
+        return [
+            m["params"]["update"]
+            for m in self.messages()
+            if variant is None or m["params"]["update"].get("sessionUpdate") == variant
+        ]
+
+    def seqs(self) -> list[int]:
+        return [
+            m["params"]["_meta"]["acp-hub"]["seq"]
+            for m in self.messages()
+            if "seq" in m["params"]["_meta"]["acp-hub"]
+        ]
+
+    def fold(self) -> SessionState:
+        return SessionState().apply_all(self.updates())
+
+    def answer(
+        self, request_id: RequestId, result: Any = None, error: RpcError | None = None
+    ) -> None:
+        _, _, on_reply = self.asked.pop(request_id)
+        on_reply(result, error)
+
+    def permission_copies(self) -> list[RequestId]:
+        return [rid for rid, (m, _, _) in self.asked.items() if m == "session/request_permission"]
+
+
+@dataclass
+class Agent:
+    """An ``AgentHandle`` in the test's process: records prompts and answers as told."""
+
+    name: str = "fake"
+    prompts: list[list[dict[str, Any]]] = field(default_factory=list)
+    cancels: int = 0
+    fail_with: BaseException | None = None
+    gate: anyio.Event | None = None
+    """``prompt`` waits for it before it answers (a slow agent)."""
+    ack_id: Callable[[int], str | None] = lambda n: f"u-{n}"
+    session: Session | None = None
+    """When set, ``prompt`` sends the user message and ``running`` first, as agents do."""
+
+    async def prompt(self, session_id: str, blocks: Sequence[dict[str, Any]], /) -> PromptAck:
+        self.prompts.append(list(blocks))
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail_with is not None:
+            raise self.fail_with
+        message_id = self.ack_id(len(self.prompts))
+        if self.session is not None:
+            self.session.on_update(
+                {
+                    "sessionUpdate": "user_message",
+                    "messageId": f"u-{len(self.prompts)}",
+                    "content": list(blocks),
+                }
+            )
+            self.session.on_update({"sessionUpdate": "state_update", "state": "running"})
+        return PromptAck(message_id)
+
+    async def cancel(self, session_id: str, /) -> None:
+        self.cancels += 1
+
+    async def set_config_option(
+        self, session_id: str, config_id: str, kind: str, value: Any, /
+    ) -> list[dict[str, Any]]:
+        return [
+            {
+                "configId": config_id,
+                "name": config_id,
+                "type": "select",
+                "currentValue": value,
+                "options": [{"value": value, "name": str(value)}],
+            }
+        ]
+
+    async def set_mode(self, session_id: str, mode_id: str, /) -> None:
+        pass
+
+    async def close_session(self, session_id: str, /) -> None:
+        pass
+
+    async def delete_session(self, session_id: str, /) -> None:
+        pass
+
+
+def record(client: Client, variant: str) -> dict[str, Any]:
+    """The ``variant`` record of the state ``client`` folded (it must have one)."""
+    found = client.fold().hub(variant)
+    assert found is not None, variant
+    return found
+
+
+def idle(session: Session, stop_reason: str = "end_turn") -> None:
+    session.on_update({"sessionUpdate": "state_update", "state": "idle", "stopReason": stop_reason})
+
+
+def text(value: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": value}]
+
+
+@asynccontextmanager
+async def hub_session(
+    agent: Agent | None = None, **settings: Any
+) -> AsyncIterator[tuple[Session, Agent, anyio.abc.TaskGroup]]:
+    """A session on ``agent`` whose deferred work runs in a task group of the test."""
+    agent = agent or Agent()
+    async with anyio.create_task_group() as tg:
+
+        def spawn(fn: Callable[[], Awaitable[None]], name: str) -> None:
+            async def run() -> None:
+                await fn()
+
+            tg.start_soon(run, name=name)
+
+        session = Session(
+            "s-1", agent, "a-1", cwd="/tmp", settings=Settings(**settings), spawn=spawn
+        )
+        agent.session = session
+        with anyio.fail_after(5):
+            yield session, agent, tg
+        tg.cancel_scope.cancel()
+
+
+def join(session: Session, client: Client, replay: str | None = None) -> dict[str, Any]:
+    cursor = session.attach(client, replay=replay)
+    session.announce(client)
+    return cursor
+
+
+async def until(predicate: Callable[[], bool]) -> None:
+    """Let the session's tasks run until ``predicate()`` holds (the test's deadline applies)."""
+    while not predicate():
+        await anyio.lowlevel.checkpoint()
+
+
+async def failure(call: Awaitable[Any]) -> RpcError:
+    with pytest.raises(SessionFailure) as info:
+        await call
+    return info.value.error
+
+
+# -- the log and fan-out -----------------------------------------------------------------------
+
+
+async def test_every_client_gets_every_event_once_in_seq_order_and_v1_its_rendering() -> None:
+    async with hub_session() as (session, _, _):
+        v2, v1 = Client("c-2"), Client("c-1", version=1, hub_events=False)
+        join(session, v2)
+        join(session, v1)
+        chunk = {
+            "sessionUpdate": "agent_message_chunk",
+            "messageId": "m-1",
+            "content": {"type": "text", "text": "hello"},
+        }
+        seq = session.emit(chunk)
+        assert seq is not None
+        assert v2.updates("agent_message_chunk") == [chunk]
+        assert v1.updates("agent_message_chunk")[0]["content"]["text"] == "hello"
+        assert v2.seqs() == list(range(v2.seqs()[0], seq + 1))
+        assert not v1.updates("_hub_presence")  # no hub events for a v1 client that did not ask
+        assert session.emit({"sessionUpdate": "agent_message", "messageId": 3}) is None
+        assert len(v2.messages()) == len(v2.seqs())  # the malformed update went nowhere
+
+
+async def test_a_late_joiner_replays_the_state_and_a_cursor_resumes_exactly() -> None:
+    async with hub_session() as (session, _, _):
+        first = Client("c-1")
+        join(session, first)
+        for i in range(5):
+            session.emit(
+                {
+                    "sessionUpdate": "agent_message_chunk",
+                    "messageId": "m-1",
+                    "content": {"type": "text", "text": f"{i} "},
+                }
+            )
+        late = Client("c-2")
+        cursor = join(session, late, "start")
+        replayed = [m for m in late.messages() if m["params"]["_meta"]["acp-hub"].get("replay")]
+        assert replayed
+        assert late.fold().message("m-1") == first.fold().message("m-1")
+        session.detach(late)
+        session.emit({"sessionUpdate": "session_info_update", "title": "T"})
+        back = Client("c-2")
+        session.attach(back, replay="after", after=(cursor["epoch"], cursor["seq"]))
+        assert back.seqs() == list(range(cursor["seq"] + 1, session.log.last_seq + 1))
+        stale = Client("c-3")
+        session.attach(stale, replay="after", after=(cursor["epoch"] - 1, 1))
+        assert stale.updates()[0] == {
+            "sessionUpdate": "_hub_reset",
+            "reason": "epoch changed",
+            "epoch": session.log.epoch,
+        }
+
+
+# -- presence ----------------------------------------------------------------------------------
+
+
+async def test_presence_says_who_joined_and_left_and_coalesces_a_burst() -> None:
+    async with hub_session() as (session, _, _):
+        watcher = Client("c-0", name="watcher")
+        join(session, watcher)
+        assert watcher.updates("_hub_presence")[-1]["joined"] == "c-0"
+        for i in range(1, 4):
+            join(session, Client(f"c-{i}", role="viewer"))
+        await until(lambda: session.settled)
+        deltas = watcher.updates("_hub_presence")
+        assert len(deltas) == 2  # c-0 at once, then the three joins in one coalesced event
+        assert [c["joined"] for c in deltas[-1]["changes"]] == ["c-1", "c-2", "c-3"]
+        session.detach(session.attached["c-2"].client, reason="disconnected")
+        await until(lambda: session.settled)
+        clients = record(watcher, "_hub_presence")["clients"]
+        assert [c["clientId"] for c in clients] == ["c-0", "c-1", "c-3"]
+        assert watcher.updates("_hub_presence")[-1]["count"] == 3
+
+
+async def test_an_audience_past_presence_viewers_is_counted_not_listed() -> None:
+    async with hub_session(presence_viewers=1) as (session, _, _):
+        owner = Client("c-0")
+        join(session, owner)
+        for i in range(1, 4):
+            join(session, Client(f"c-{i}", role="viewer"))
+        await until(lambda: session.settled)
+        presence = record(owner, "_hub_presence")
+        assert [c["clientId"] for c in presence["clients"]] == ["c-0"]
+        assert (presence["count"], presence["viewers"]) == (4, 3)
+
+
+# -- roles -------------------------------------------------------------------------------------
+
+
+async def test_roles_decide_who_may_prompt_and_an_attachment_may_ask_for_less() -> None:
+    async with hub_session() as (session, agent, _):
+        viewer, owner = Client("c-v", role="viewer"), Client("c-o")
+        join(session, viewer)
+        session.attach(owner, replay=None, role="viewer")
+        assert session.role_of(owner) == "viewer"
+        for client in (viewer, owner):
+            error = await failure(session.prompt(client, text("hi")))
+            assert error.code == FORBIDDEN
+            assert "driver" in error.message
+        session.attach(owner, replay=None, role="owner")
+        assert session.role_of(owner) == "owner"
+        assert (await failure(session.prompt(owner, []))).code == INVALID_PARAMS
+        assert agent.prompts == []
+
+
+# -- prompts and the queue ---------------------------------------------------------------------
+
+
+async def test_prompts_queue_behind_the_turn_and_start_in_order_when_it_ends() -> None:
+    async with hub_session() as (session, agent, _):
+        a, b, c = Client("c-a"), Client("c-b"), Client("c-c")
+        for client in (a, b, c):
+            join(session, client)
+        first = await session.prompt(a, text("one"))
+        assert first["messageId"] == "u-1"
+        assert not first["_meta"]["acp-hub"]["queued"]
+        assert session.turns.busy
+        second = await session.prompt(b, text("two"))
+        third = await session.prompt(c, text("three"))
+        for answer in (second, third):
+            # Named when queued: every v2 answer carries the user message's id.
+            assert answer["_meta"]["acp-hub"]["queued"]
+            assert answer["messageId"] == answer["_meta"]["acp-hub"]["messageId"]
+        queue = record(a, "_hub_queue")["entries"]
+        assert [e["clientId"] for e in queue] == ["c-b", "c-c"]
+        assert [e["preview"] for e in queue] == ["two", "three"]
+        idle(session)
+        await until(lambda: len(agent.prompts) == 2)
+        await until(lambda: session.turns.current is not None and session.turns.current.attributed)
+        assert agent.prompts[1] == text("two")
+        # The agent called the user message u-2; every client sees it under the queued id.
+        users = [u["messageId"] for u in a.updates("user_message")]
+        assert users == ["u-1", second["messageId"]]
+        prompts = a.updates("_hub_prompt")
+        assert [(p["messageId"], p["clientId"]) for p in prompts] == [
+            ("u-1", "c-a"),
+            (second["messageId"], "c-b"),
+        ]
+        assert a.fold().message(second["messageId"]) is not None
+        assert [e["clientId"] for e in record(a, "_hub_queue")["entries"]] == ["c-c"]
+
+
+async def test_a_v1_sender_is_answered_with_the_stop_reason_of_its_turn() -> None:
+    async with hub_session() as (session, _, tg):
+        v1 = Client("c-1", version=1)
+        join(session, v1)
+        answers: list[dict[str, Any]] = []
+
+        async def send() -> None:
+            answers.append(await session.prompt(v1, text("hi")))
+
+        tg.start_soon(send)
+        await until(lambda: session.turns.current is not None)
+        await until(lambda: bool(v1.updates("_hub_prompt")))
+        assert answers == []
+        idle(session, "max_tokens")
+        await until(lambda: bool(answers))
+        assert answers == [{"stopReason": "max_tokens"}]
+        # Its own prompt is not echoed back to it (it rendered it itself).
+        assert v1.updates("user_message_chunk") == []
+
+
+async def test_the_reject_policy_refuses_a_prompt_while_busy_and_the_queue_is_bounded() -> None:
+    async with hub_session(max_queued_prompts=1) as (session, _, _):
+        owner = Client("c-o")
+        join(session, owner)
+        await session.prompt(owner, text("one"))
+        await session.prompt(owner, text("two"))  # queued
+        assert (await failure(session.prompt(owner, text("three")))).code == QUEUE_FULL
+        session.set_policy(owner, "reject", None)
+        assert record(owner, "_hub_policy")["prompt"] == "reject"
+        assert (await failure(session.prompt(owner, text("four")))).code == SESSION_BUSY
+        with pytest.raises(SessionFailure) as info:
+            session.set_policy(owner, "everyone", None)
+        assert info.value.error.code == INVALID_PARAMS
+
+
+async def test_only_the_sender_or_an_owner_withdraws_a_queued_prompt() -> None:
+    async with hub_session() as (session, _, _):
+        owner, a, b = Client("c-o"), Client("c-a", role="driver"), Client("c-b", role="driver")
+        for client in (owner, a, b):
+            join(session, client)
+        await session.prompt(owner, text("running"))
+        mine = (await session.prompt(a, text("a's")))["_meta"]["acp-hub"]["queueId"]
+        theirs = (await session.prompt(b, text("b's")))["_meta"]["acp-hub"]["queueId"]
+        with pytest.raises(SessionFailure) as info:
+            session.withdraw_prompt(b, mine)
+        assert info.value.error.code == FORBIDDEN
+        session.withdraw_prompt(a, mine)
+        session.withdraw_prompt(owner, theirs)
+        assert record(owner, "_hub_queue")["entries"] == []
+        with pytest.raises(SessionFailure):
+            session.withdraw_prompt(a, mine)
+
+
+async def test_a_detaching_client_loses_its_queued_prompts() -> None:
+    async with hub_session() as (session, agent, _):
+        owner, leaver = Client("c-o"), Client("c-l")
+        join(session, owner)
+        join(session, leaver)
+        await session.prompt(owner, text("running"))
+        await session.prompt(leaver, text("queued"))
+        session.detach(leaver)
+        assert record(owner, "_hub_queue")["entries"] == []
+        idle(session)
+        await anyio.sleep(0.01)
+        assert len(agent.prompts) == 1
+
+
+@pytest.mark.parametrize(
+    ("failure_", "code"),
+    [
+        (RuntimeError("a bug"), INTERNAL_ERROR),
+        (ValueError("cannot encode"), INTERNAL_ERROR),
+        (AgentError(hub_error(AGENT_UNAVAILABLE, "gone")), AGENT_UNAVAILABLE),
+    ],
+)
+async def test_a_turn_that_fails_to_start_is_released_and_the_session_stays_usable(
+    failure_: BaseException, code: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with hub_session() as (session, agent, _):
+        owner = Client("c-o")
+        join(session, owner)
+        agent.fail_with = failure_
+        agent.session = None  # fails before the agent sees anything
+        assert (await failure(session.prompt(owner, text("one")))).code == code
+        assert not session.turns.busy
+        assert session.turns.current is None
+        agent.fail_with = None
+        agent.session = session
+        assert (await session.prompt(owner, text("two")))["messageId"] == "u-2"
+
+
+async def test_a_queued_prompt_that_fails_to_start_lets_the_next_one_run() -> None:
+    async with hub_session() as (session, agent, _):
+        owner = Client("c-o")
+        join(session, owner)
+        await session.prompt(owner, text("one"))
+        await session.prompt(owner, text("two"))
+        await session.prompt(owner, text("three"))
+        agent.fail_with = RuntimeError("a bug")
+        idle(session)
+        await until(lambda: len(agent.prompts) == 2)
+        agent.fail_with = None
+        await until(lambda: len(agent.prompts) == 3)
+        assert agent.prompts[2] == text("three")
+
+
+async def test_a_prompt_cancelled_while_the_agent_takes_it_releases_the_turn() -> None:
+    async with hub_session(Agent(gate=anyio.Event())) as (session, agent, _):
+        owner = Client("c-o")
+        join(session, owner)
+        with anyio.move_on_after(0.01):
+            await session.prompt(owner, text("one"))  # the sender went away meanwhile
+        assert session.turns.current is None
+        assert agent.gate is not None
+        agent.gate.set()
+        assert (await session.prompt(owner, text("two")))["messageId"] == "u-2"
+
+
+async def test_cancel_goes_to_the_agent_once_and_cancels_pending_permissions() -> None:
+    async with hub_session() as (session, agent, tg):
+        owner = Client("c-o")
+        join(session, owner)
+        await session.prompt(owner, text("one"))
+        outcomes: list[dict[str, Any]] = []
+
+        async def ask() -> None:
+            outcomes.append(await session.on_permission({"options": OPTIONS}))
+
+        tg.start_soon(ask)
+        await until(lambda: bool(owner.permission_copies()))
+        await session.cancel(owner)
+        await session.cancel(owner)
+        assert agent.cancels == 1
+        await until(lambda: bool(outcomes))
+        assert outcomes == [{"outcome": "cancelled"}]
+        assert owner.updates("_hub_permission")[-1]["status"] == "cancelled"
+
+
+# -- the lease ---------------------------------------------------------------------------------
+
+
+async def test_under_the_lease_policy_only_the_holder_prompts_and_the_lease_expires() -> None:
+    async with hub_session(prompt_policy="lease", lease_timeout=0.05) as (session, _, _):
+        owner, a, b = Client("c-o"), Client("c-a", role="driver"), Client("c-b", role="driver")
+        for client in (owner, a, b):
+            join(session, client)
+        assert (await failure(session.prompt(a, text("hi")))).code == NOT_LEASE_HOLDER
+        assert session.lease_action(a, "request") == {"holder": "c-a"}
+        with pytest.raises(SessionFailure) as info:
+            session.lease_action(b, "request")
+        assert info.value.error.code == NOT_LEASE_HOLDER
+        await session.prompt(a, text("hi"))
+        idle(session)
+        # Nobody renews it: the watch takes it away.
+        await until(lambda: record(owner, "_hub_lease")["holder"] is None)
+        assert owner.updates("_hub_lease")[-1]["reason"] == "expired"
+        session.lease_action(owner, "grant", "c-b")
+        assert record(owner, "_hub_lease")["holder"]["clientId"] == "c-b"
+        session.detach(b, reason="disconnected")
+        assert owner.updates("_hub_lease")[-1] == {
+            "sessionUpdate": "_hub_lease",
+            "holder": None,
+            "reason": "disconnected",
+        }
+        with pytest.raises(SessionFailure) as info:
+            session.lease_action(a, "grant", "c-o")
+        assert info.value.error.code == FORBIDDEN
+
+
+async def test_the_holders_running_turn_keeps_the_lease() -> None:
+    async with hub_session(prompt_policy="lease", lease_timeout=0.02) as (session, _, _):
+        holder, owner = Client("c-h", role="driver"), Client("c-o")
+        join(session, holder)
+        join(session, owner)
+        session.lease_action(holder, "request")
+        await session.prompt(holder, text("long"))
+        await anyio.sleep(0.1)  # five timeouts: the turn counts as activity
+        assert session.lease.held_by("c-h")
+        idle(session)
+        await until(lambda: not session.lease.held_by("c-h"))
+
+
+# -- permission requests -----------------------------------------------------------------------
+
+
+async def ask(session: Session, tg: anyio.abc.TaskGroup) -> list[dict[str, Any]]:
+    """Start an agent permission request; its outcome lands in the returned list."""
+    outcomes: list[dict[str, Any]] = []
+
+    async def run() -> None:
+        outcomes.append(await session.on_permission({"sessionId": "a-1", "options": OPTIONS}))
+
+    tg.start_soon(run)
+    await until(lambda: bool(session.permissions.pending))
+    return outcomes
+
+
+async def test_the_first_valid_answer_wins_and_the_other_copies_are_withdrawn() -> None:
+    async with hub_session() as (session, _, tg):
+        a, b = Client("c-a", role="approver"), Client("c-b", role="driver")
+        viewer = Client("c-v", role="viewer")
+        for client in (a, b, viewer):
+            join(session, client)
+        outcomes = await ask(session, tg)
+        assert len(a.permission_copies()) == len(b.permission_copies()) == 1
+        assert viewer.asked == {}
+        b.answer(b.permission_copies()[0], {"outcome": {"outcome": "selected", "optionId": "deny"}})
+        await until(lambda: bool(outcomes))
+        assert outcomes == [{"outcome": "selected", "optionId": "deny"}]
+        assert a.withdrawn
+        assert a.asked == {}
+        record = viewer.updates("_hub_permission")[-1]
+        assert record["status"] == "resolved"
+        assert record["resolvedBy"]["clientId"] == "c-b"
+
+
+async def test_a_malformed_answer_is_refused_and_asked_again() -> None:
+    async with hub_session() as (session, _, tg):
+        a = Client("c-a", role="approver")
+        join(session, a)
+        outcomes = await ask(session, tg)
+        a.answer(a.permission_copies()[0], {"outcome": {"outcome": "selected", "optionId": "x"}})
+        assert [m for m, _ in a.notes] == ["_hub/answer_refused"]
+        assert len(a.permission_copies()) == 1  # a fresh copy
+        a.answer(a.permission_copies()[0], ALLOW)
+        await until(lambda: bool(outcomes))
+        assert outcomes[0]["optionId"] == "allow"
+
+
+async def test_a_request_nobody_may_answer_any_more_is_cancelled() -> None:
+    async with hub_session() as (session, _, tg):
+        a, viewer = Client("c-a", role="approver"), Client("c-v", role="viewer")
+        join(session, a)
+        join(session, viewer)
+        outcomes = await ask(session, tg)
+        a.answer(a.permission_copies()[0], error=RpcError(REQUEST_CANCELLED, "dismissed"))
+        await until(lambda: bool(outcomes))
+        assert outcomes == [{"outcome": "cancelled"}]
+        assert viewer.updates("_hub_permission")[-1]["status"] == "cancelled"
+
+
+async def test_the_owner_policy_offers_owners_only_and_a_late_owner_gets_a_copy() -> None:
+    async with hub_session(permission_policy="owner") as (session, _, tg):
+        driver, owner = Client("c-d", role="driver"), Client("c-o")
+        join(session, driver)
+        join(session, owner)
+        outcomes = await ask(session, tg)
+        assert driver.asked == {}
+        assert len(owner.permission_copies()) == 1
+        late = Client("c-late")
+        join(session, late)
+        assert len(late.permission_copies()) == 1
+        session.detach(owner)
+        late.answer(late.permission_copies()[0], ALLOW)
+        await until(lambda: bool(outcomes))
+        assert outcomes[0]["optionId"] == "allow"
+
+
+async def test_the_lease_policy_moves_the_copy_with_the_lease() -> None:
+    async with hub_session(permission_policy="lease") as (session, _, tg):
+        a, b = Client("c-a", role="driver"), Client("c-b", role="driver")
+        owner = Client("c-o")
+        for client in (a, b, owner):
+            join(session, client)
+        session.lease_action(a, "request")
+        outcomes = await ask(session, tg)
+        assert len(a.permission_copies()) == 1
+        assert b.asked == {}
+        session.lease_action(owner, "grant", "c-b")
+        assert a.asked == {}
+        assert len(b.permission_copies()) == 1
+        b.answer(b.permission_copies()[0], ALLOW)
+        await until(lambda: bool(outcomes))
+        assert outcomes[0]["optionId"] == "allow"
+        assert owner.asked == {}  # the owner's copy was withdrawn too
+        session.lease_action(owner, "grant", None)
+        outcomes = await ask(session, tg)
+        session.detach(owner)  # nobody else may answer: cancelled at once
+        await until(lambda: bool(outcomes))
+        assert outcomes == [{"outcome": "cancelled"}]
+
+
+async def test_an_unanswered_request_times_out() -> None:
+    async with hub_session(permission_timeout=0.02) as (session, _, tg):
+        a = Client("c-a", role="approver")
+        join(session, a)
+        outcomes = await ask(session, tg)
+        await until(lambda: bool(outcomes))
+        assert outcomes == [{"outcome": "cancelled"}]
+        assert a.updates("_hub_permission")[-1]["status"] == "timed_out"
+        assert a.withdrawn
+
+
+async def test_the_agent_going_away_ends_the_turn_and_its_requests() -> None:
+    async with hub_session() as (session, _, tg):
+        owner = Client("c-o")
+        join(session, owner)
+        await session.prompt(owner, text("one"))
+        outcomes = await ask(session, tg)
+        session.on_agent_event({"status": "exited", "exitCode": 1, "signal": None})
+        await until(lambda: bool(outcomes))
+        assert outcomes == [{"outcome": "cancelled"}]
+        assert not session.turns.busy
+        assert owner.updates("_hub_agent")[-1]["status"] == "exited"
+
+
+# -- elicitations ------------------------------------------------------------------------------
+
+
+async def test_an_elicitation_goes_to_the_turns_sender_and_a_detach_answers_cancel() -> None:
+    async with hub_session() as (session, _, tg):
+        owner, driver = Client("c-o"), Client("c-d", role="driver")
+        join(session, owner)
+        join(session, driver)
+        await session.prompt(driver, text("one"))
+        answers: list[dict[str, Any]] = []
+
+        async def elicit() -> None:
+            answers.append(await session.on_elicitation({"elicitationId": "e-1", "message": "?"}))
+
+        tg.start_soon(elicit)
+        await until(lambda: bool(driver.asked))
+        assert owner.asked == {}
+        session.detach(driver)
+        await until(lambda: bool(answers))
+        assert answers == [{"action": "cancel"}]
+        tg.start_soon(elicit)
+        await until(lambda: bool(owner.asked))
+        (request_id,) = owner.asked
+        owner.answer(request_id, {"action": "accept", "content": {"x": 1}})
+        await until(lambda: len(answers) == 2)
+        assert answers[1] == {"action": "accept", "content": {"x": 1}}
+
+
+async def test_config_changes_go_through_the_session_and_reach_every_client() -> None:
+    async with hub_session() as (session, _, _):
+        driver, viewer = Client("c-d", role="driver"), Client("c-v", role="viewer")
+        join(session, driver)
+        join(session, viewer)
+        options = await session.set_config_option(driver, "model", "select", "fast")
+        assert viewer.fold().config_options == options
+        with pytest.raises(SessionFailure) as info:
+            await session.set_mode(viewer, "code")
+        assert info.value.error.code == FORBIDDEN
+
+
+def test_the_stand_ins_are_what_the_session_expects() -> None:
+    client: ClientHandle = Client("c-1")
+    assert client.outbox.push(b"x")
