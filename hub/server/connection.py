@@ -61,6 +61,7 @@ from hub.protocol.idmap import IdMap
 from hub.protocol.jsonrpc import RequestId
 from hub.server import watch
 from hub.server.methods import ASYNC_METHODS, SYNC_METHODS, AsyncHandler, SyncHandler
+from hub.server.mistakes import MistakeLog
 from hub.server.outbox import Outbox
 from hub.server.transport import FrameWriter
 from hub.sessions import arbiter
@@ -89,7 +90,7 @@ class ConnectionOutbox(Protocol):
     @property
     def queued_bytes(self) -> int: ...
 
-    def push(self, frame: bytes, *, bounded: bool = True) -> bool: ...
+    def push(self, frame: bytes) -> bool: ...
 
     def push_pages(self, pages: Iterable[bytes]) -> bool: ...
 
@@ -146,6 +147,10 @@ class ClientConnection:
         self.sessions: dict[str, Session] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._announce: list[Session] = []
+        self._initializing: anyio.Event | None = None
+        """Set while ``initialize`` runs: the read loop waits for it before the next frame."""
+        self.mistake = MistakeLog(log, self.connection_id)
+        """Logs a client mistake: one concise line, rate-limited (never a traceback)."""
 
     # -- ClientHandle ------------------------------------------------------------------------
 
@@ -188,14 +193,12 @@ class ClientConnection:
 
     def request(self, method: str, params: dict[str, Any], on_reply: ReplyHandler) -> RequestId:
         request_id = self._requests.register(on_reply)
-        self._outbox.push(jsonrpc.request(request_id, method, params), bounded=False)
+        self._outbox.push(jsonrpc.request(request_id, method, params))
         return request_id
 
     def withdraw(self, request_id: RequestId) -> None:
         if self._requests.resolve(request_id) is not None:
-            self._outbox.push(
-                jsonrpc.notification("$/cancel_request", {"requestId": request_id}), bounded=False
-            )
+            self._outbox.push(jsonrpc.notification("$/cancel_request", {"requestId": request_id}))
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         self._outbox.push(jsonrpc.notification(method, params))
@@ -228,6 +231,11 @@ class ClientConnection:
                     if text is None:
                         break
                     self.handle_frame(text)
+                    if self._initializing is not None:
+                        # Messages pipelined behind `initialize` wait for its answer: they
+                        # are handled as if the client had waited for it.
+                        await self._initializing.wait()
+                        self._initializing = None
                 tg.cancel_scope.cancel()
         finally:
             self.close_down()
@@ -256,19 +264,23 @@ class ClientConnection:
     # -- incoming ----------------------------------------------------------------------------
 
     def handle_frame(self, text: str | bytes) -> None:
-        """Parse and dispatch one text frame."""
-        parsed = jsonrpc.parse(text, allow_batch=self._version >= 2)
-        if isinstance(parsed, jsonrpc.Batch):
-            self._handle_batch(parsed)
-            return
-        if isinstance(parsed, jsonrpc.Invalid):
-            log.info("! %s: invalid message: %s", self.connection_id, parsed.error.data)
-            self._outbox.push(jsonrpc.encode(parsed), bounded=False)
-            return
-        self._dispatch(parsed, self._reply)
+        """Parse and dispatch one text frame; never raises (the read loop must go on)."""
+        try:
+            parsed = jsonrpc.parse(text, allow_batch=self._version >= 2)
+            if isinstance(parsed, jsonrpc.Batch):
+                self._handle_batch(parsed)
+                return
+            if isinstance(parsed, jsonrpc.Invalid):
+                self.mistake("invalid message: %s", parsed.error.data)
+                self._outbox.push(jsonrpc.encode(parsed))
+                return
+            self._dispatch(parsed, self._reply)
+        except Exception:
+            # A bug of the hub's: logged with its traceback; the connection goes on.
+            log.exception("! %s: internal error while handling a message", self.connection_id)
 
     def _reply(self, frame: bytes) -> None:
-        self._outbox.push(frame, bounded=False)
+        self._outbox.push(frame)
 
     def _handle_batch(self, batch: jsonrpc.Batch) -> None:
         replies: list[jsonrpc.Response | jsonrpc.ErrorResponse | jsonrpc.Invalid] = []
@@ -284,7 +296,7 @@ class ClientConnection:
             if waiting[0] == 0:
                 out = jsonrpc.batch_reply(replies)
                 if out is not None:
-                    self._outbox.push(out, bounded=False)
+                    self._outbox.push(out)
 
         for entry in batch.entries:
             if isinstance(entry, jsonrpc.Invalid):
@@ -296,9 +308,7 @@ class ClientConnection:
         if isinstance(entry, jsonrpc.Response | jsonrpc.ErrorResponse):
             handler = self._requests.resolve(entry.id)
             if handler is None:
-                log.info(
-                    "! %s: answer to unknown or withdrawn request %r", self.connection_id, entry.id
-                )
+                self.mistake("answer to unknown or withdrawn request %r", entry.id)
                 self._refuse_answer(entry.id)
                 return
             if isinstance(entry, jsonrpc.Response):
@@ -308,6 +318,7 @@ class ClientConnection:
             return
         params = entry.params if isinstance(entry.params, dict) else {}
         if entry.params is not None and not isinstance(entry.params, dict):
+            self.mistake("%s with params that are not an object", entry.method)
             if isinstance(entry, jsonrpc.Request):
                 reply(jsonrpc.error(entry.id, invalid_params("params must be an object")))
             return
@@ -345,29 +356,36 @@ class ClientConnection:
 
     def _notification(self, method: str, params: dict[str, Any]) -> None:
         if self.state is not ConnectionState.READY:
-            log.info("! %s: notification %s before initialize, ignored", self.connection_id, method)
+            self.mistake("notification %s before initialize, ignored", method)
             return
         refusal = self._check_role(method, params)
         if refusal is not None:
             # A notification has no answer: the refusal is a notification of its own.
-            log.info("! %s: %s refused: %s", self.connection_id, method, refusal.message)
+            self.mistake("%s refused: %s", method, refusal.message)
             self.notify("_hub/refused", {"method": method, "error": refusal.to_dict()})
             return
         if method == "$/cancel_request":
-            scope = self._inflight.get(params.get("requestId"))
-            if scope is not None:
-                scope.cancel()
+            request_id = params.get("requestId")
+            # Any JSON value may arrive here; only a string or a number can name a request.
+            if isinstance(request_id, str | int):
+                scope = self._inflight.get(request_id)
+                if scope is not None:
+                    scope.cancel()
+            else:
+                self.mistake(
+                    "$/cancel_request with a requestId of type %s", type(request_id).__name__
+                )
             return
         if method == "session/cancel":
             try:
                 session = self.attached_session(params.get("sessionId"))
             except SessionFailure as exc:
-                log.info("! %s: session/cancel refused: %s", self.connection_id, exc.error.message)
+                self.mistake("session/cancel refused: %s", exc.error.message)
                 self.notify("_hub/refused", {"method": method, "error": exc.error.to_dict()})
                 return
             self._spawn(lambda: self._cancel(session), "cancel")
             return
-        log.info("= %s: notification %s ignored", self.connection_id, method)
+        self.mistake("notification %s ignored", method)
 
     async def _cancel(self, session: Session) -> None:
         try:
@@ -385,14 +403,16 @@ class ClientConnection:
     ) -> None:
         method = entry.method
         if self.state is ConnectionState.NEW and method != "initialize":
+            self.mistake("%s before initialize, refused", method)
             reply(jsonrpc.error(entry.id, invalid_request("the first request must be initialize")))
             return
         if self.state is ConnectionState.READY and method == "initialize":
+            self.mistake("initialize again, refused")
             reply(jsonrpc.error(entry.id, invalid_request("already initialized")))
             return
         refusal = self._check_role(method, params)
         if refusal is not None:
-            log.info("! %s: %s refused: %s", self.connection_id, method, refusal.message)
+            self.mistake("%s refused: %s", method, refusal.message)
             reply(jsonrpc.error(entry.id, refusal))
             return
         sync = SYNC_METHODS.get(method)
@@ -406,13 +426,17 @@ class ClientConnection:
             return
         handler = ASYNC_METHODS.get(method)
         if handler is None:
+            self.mistake("unknown method %s", method)
             reply(jsonrpc.error(entry.id, method_not_found(method)))
             return
         # The scope exists before the task starts, so that a `$/cancel_request` right behind
         # the request (a v1 client withdrawing a queued prompt) is not lost.
         scope = anyio.CancelScope()
         self._inflight[entry.id] = scope
-        self._spawn(lambda: self._run_async(entry.id, handler, params, reply, scope), method)
+        done = None
+        if method == "initialize":
+            done = self._initializing = anyio.Event()
+        self._spawn(lambda: self._run_async(entry.id, handler, params, reply, scope, done), method)
 
     async def _attach_remote(
         self,
@@ -444,7 +468,7 @@ class ClientConnection:
             # Well-formed, but the other side's protocol version cannot express it.
             log.info("! %s: unsupported: %s", self.connection_id, exc)
             return hub_error(UNSUPPORTED, f"Unsupported: {exc}")
-        log.exception("! %s: internal error", self.connection_id)
+        log.exception("! %s: internal error", self.connection_id)  # a bug of ours
         return internal_error()
 
     def _run_sync(self, request_id: Any, handler: SyncHandler, params: dict[str, Any]) -> bytes:
@@ -460,19 +484,24 @@ class ClientConnection:
         params: dict[str, Any],
         reply: Callable[[bytes], None],
         scope: anyio.CancelScope,
+        done: anyio.Event | None = None,
     ) -> None:
-        with scope:
-            try:
-                frame = jsonrpc.response(request_id, await handler(self, params))
-            except Exception as exc:
-                frame = jsonrpc.error(request_id, self._failure(exc))
-            finally:
-                self._inflight.pop(request_id, None)
-        if scope.cancelled_caught:
-            frame = jsonrpc.error(request_id, request_cancelled())
-        if self.state is not ConnectionState.CLOSED:
-            reply(frame)
-            self._flush_announcements()
+        try:
+            with scope:
+                try:
+                    frame = jsonrpc.response(request_id, await handler(self, params))
+                except Exception as exc:
+                    frame = jsonrpc.error(request_id, self._failure(exc))
+                finally:
+                    self._inflight.pop(request_id, None)
+            if scope.cancelled_caught:
+                frame = jsonrpc.error(request_id, request_cancelled())
+            if self.state is not ConnectionState.CLOSED:
+                reply(frame)
+                self._flush_announcements()
+        finally:
+            if done is not None:
+                done.set()
 
     def _flush_announcements(self) -> None:
         """Sessions attached by the request just answered announce the client now, so that

@@ -131,8 +131,8 @@ class _StateCollector(Collector):
         )
         outbox = GaugeMetricFamily(
             "acp_hub_outbox_bytes",
-            "Bytes queued for clients and not yet taken by their transports (live frames, "
-            "bounded per client by outbox_bytes).",
+            "Bytes queued for clients and not yet taken by their transports (every frame but "
+            "replay pages, bounded per client by outbox_bytes).",
         )
         outbox_max = GaugeMetricFamily(
             "acp_hub_outbox_max_bytes",

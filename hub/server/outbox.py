@@ -7,12 +7,13 @@ nothing is queued and the transport accepts data at once, the frame is written d
 task switch, like ``websockets.broadcast``). Otherwise it is appended to the queue, and the
 outbox's writer task (``run``) sends queued frames in order as the transport drains.
 
-Queued live bytes are bounded by ``limit``. A client that passes the bound is a slow consumer:
-its queue is dropped and it is closed with 1013; it reconnects and resumes with its cursor, so
-nothing is lost for it and nobody else waits for it. A replay is queued with ``push_pages``,
-unbounded (its size is the session state's, already capped by what the hub holds, and a large
-replay must not look like a slow consumer) and lazily: the writer builds and encodes its pages
-one at a time as the transport drains, and lets the event loop run between them.
+Every queued byte counts against ``limit``: live events, responses, the hub's own requests and
+notifications alike (a client that never reads but keeps asking must not grow the hub). A client
+that passes the bound is a slow consumer: its queue is dropped and it is closed with 1013; it
+reconnects and resumes with its cursor, so nothing is lost for it and nobody else waits for it.
+A replay is queued with ``push_pages`` as a lazy source, not as bytes: the writer builds and
+encodes its pages one at a time as the transport drains (so its bytes are never queued), and
+lets the event loop run between them; its size is the session state's, which the hub bounds.
 
 A client that stops reading fills the kernel's buffers (megabytes on a fast link) before its
 outbox, and at a low rate that can take longer than the keepalive allows: its ping is stuck
@@ -50,10 +51,10 @@ class Outbox:
         # Outbox lines are logged from the fan-out's and the server's tasks, outside the
         # client's own: they name it explicitly (hub.server.logs).
         self._about = {"connection": name}
-        # Frames, and lazy sources of frames (a replay being built), with whether they count
-        # against the bound.
-        self._queue: deque[tuple[bytes | Iterator[bytes], bool]] = deque()
-        self._queued_bytes = 0  # bounded (live) bytes in the queue
+        # Frames (counted against the bound), and lazy sources of frames (a replay being
+        # built, whose frames are made only when the transport takes them).
+        self._queue: deque[bytes | Iterator[bytes]] = deque()
+        self._queued_bytes = 0  # bytes of the frames in the queue
         self._wakeup = anyio.Event()
         self._closing: tuple[int, str] | None = None
         self._done = False
@@ -61,7 +62,7 @@ class Outbox:
 
     @property
     def queued_bytes(self) -> int:
-        """Bounded (live) bytes waiting in the queue."""
+        """Bytes of the frames waiting in the queue (what the bound applies to)."""
         return self._queued_bytes
 
     @property
@@ -74,34 +75,33 @@ class Outbox:
         """Whether the outbox stopped accepting frames (closing or closed)."""
         return self._closing is not None or self._done
 
-    def push(self, frame: bytes, *, bounded: bool = True) -> bool:
+    def push(self, frame: bytes) -> bool:
         """Queue ``frame`` after everything pushed before; ``False`` once the outbox is closed.
 
-        A bounded push that takes the queue over the limit closes the client with 1013.
+        A push that takes the queue over the limit closes the client with 1013.
         """
         if self._closing is not None or self._done:
             return False
         if not self._queue and self._writer.try_write(frame):
             return True
-        self._queue.append((frame, bounded))
-        if bounded:
-            self._queued_bytes += len(frame)
-            if self._queued_bytes > self._limit:
-                log.warning(
-                    "! %s: slow consumer, %d bytes queued over the bound of %d: closing with 1013",
-                    self._name,
-                    self._queued_bytes,
-                    self._limit,
-                    extra=self._about,
-                )
-                self.close(SLOW_CONSUMER, "slow consumer: resume with your cursor")
-                return False
+        self._queue.append(frame)
+        self._queued_bytes += len(frame)
+        if self._queued_bytes > self._limit:
+            log.warning(
+                "! %s: slow consumer, %d bytes queued over the bound of %d: closing with 1013",
+                self._name,
+                self._queued_bytes,
+                self._limit,
+                extra=self._about,
+            )
+            self.close(SLOW_CONSUMER, "slow consumer: resume with your cursor")
+            return False
         self._wakeup.set()
         return True
 
     def push_pages(self, pages: Iterable[bytes]) -> bool:
         """Queue the frames ``pages`` yields, after everything pushed before and before
-        everything pushed later, unbounded (a replay); ``False`` once the outbox is closed.
+        everything pushed later (a replay); ``False`` once the outbox is closed.
 
         ``pages`` is consumed lazily by the writer task, one frame each time the transport
         takes more, yielding to the event loop in between: building and encoding a large
@@ -109,7 +109,7 @@ class Outbox:
         """
         if self._closing is not None or self._done:
             return False
-        self._queue.append((iter(pages), False))
+        self._queue.append(iter(pages))
         self._wakeup.set()
         return True
 
@@ -129,7 +129,7 @@ class Outbox:
         not read what it was sent (the ping is behind it), else with 1011."""
         if self._closing is not None or self._done:
             return
-        queued = sum(len(f) if isinstance(f, bytes) else 1 for f, _ in self._queue)
+        queued = sum(len(f) if isinstance(f, bytes) else 1 for f in self._queue)
         behind = queued + self._writer.unread_bytes()
         if behind > 0:
             log.warning(
@@ -161,14 +161,14 @@ class Outbox:
                 await self._writer.writable()
                 if self._closing is not None or not self._queue:
                     break
-                head, bounded = self._queue[0]
+                head = self._queue[0]
                 frame = head if isinstance(head, bytes) else next(head, None)
                 lazy = frame is not head
                 if frame is None or not lazy:
                     self._queue.popleft()
                 if frame is None:
                     continue  # the lazy source is exhausted
-                if bounded:
+                if not lazy:
                     self._queued_bytes -= len(frame)
                 if not self._writer.try_write(frame):
                     try:

@@ -193,7 +193,7 @@ class StreamOutbox:
     def queued_bytes(self) -> int:
         return sum(o.queued_bytes for o in self.streams.values())
 
-    def push(self, frame: bytes, *, bounded: bool = True) -> bool:
+    def push(self, frame: bytes) -> bool:
         if self.closed:
             return False
         kind, target = self._route(frame)
@@ -202,7 +202,7 @@ class StreamOutbox:
             self._waiter.set()
             self._waiter = anyio.Event()
             return True
-        return self.stream(target).push(frame, bounded=bounded)
+        return self.stream(target).push(frame)
 
     def push_pages(self, pages: Iterable[bytes]) -> bool:
         if self.closed:

@@ -1,0 +1,64 @@
+"""``MistakeLog``: one concise log line per client mistake, rate-limited per connection.
+
+A client that sends malformed or refused messages is the client's problem, not the hub's: each
+mistake is worth one line at ``INFO`` (never a traceback; a traceback in the log means a bug of
+the hub), and a client that makes thousands of them must not flood the log. Each connection has
+a token bucket: ``burst`` lines at once, then one every ``interval`` seconds; the next line
+that gets through says how many were left out in between.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+BURST = 20
+"""Lines a connection may cause at once before the rate limit applies."""
+INTERVAL = 5.0
+"""Seconds per line once the burst is spent."""
+
+
+class MistakeLog:
+    """The rate-limited log of one connection's mistakes; see the module docstring."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        name: str,
+        *,
+        burst: int = BURST,
+        interval: float = INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._logger = logger
+        self._name = name
+        self._burst = burst
+        self._interval = interval
+        self._clock = clock
+        self._tokens = float(burst)
+        self._last = clock()
+        self._suppressed = 0
+
+    @property
+    def suppressed(self) -> int:
+        """Lines left out since the last one logged."""
+        return self._suppressed
+
+    def __call__(self, message: str, *args: Any) -> bool:
+        """Log ``"! <name>: " + message % args`` at ``INFO`` unless over the rate; return
+        whether it was logged."""
+        now = self._clock()
+        self._tokens = min(float(self._burst), self._tokens + (now - self._last) / self._interval)
+        self._last = now
+        if self._tokens < 1.0:
+            self._suppressed += 1
+            return False
+        self._tokens -= 1.0
+        if self._suppressed:
+            message += " (%d similar lines left out)"
+            args = (*args, self._suppressed)
+            self._suppressed = 0
+        self._logger.info("! %s: " + message, self._name, *args)
+        return True
