@@ -83,17 +83,29 @@ async def running_hub(
         timeout_graceful_shutdown=2,
     )
     server = uvicorn.Server(config)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve)
-        with anyio.fail_after(TIMEOUT):
-            while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for this
-                await anyio.sleep(0.005)
-        port = server.servers[0].sockets[0].getsockname()[1]
+    stopped = anyio.Event()
+
+    async def serve() -> None:
         try:
+            await server.serve()
+        finally:
+            stopped.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve)
+        try:
+            with anyio.fail_after(TIMEOUT):
+                while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for this
+                    await anyio.sleep(0.005)
+            port = server.servers[0].sockets[0].getsockname()[1]
             yield HubHandle(f"ws://127.0.0.1:{port}/acp", f"http://127.0.0.1:{port}", hub, server)
         finally:
             hub.close_connections(1001, "test over")
             server.should_exit = True
+            # Whatever ended the test (a failure too), the server shuts down in order and
+            # closes every socket it holds, instead of being cancelled with them open.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(TIMEOUT):
+                await stopped.wait()
 
 
 class RpcFailure(Exception):
@@ -177,6 +189,11 @@ class AcpClient:
             message["params"] = params
         await self.send(message)
         return request_id
+
+    async def response(self, request_id: Any, timeout: float = TIMEOUT) -> dict[str, Any]:
+        """The raw answer to ``request_id`` (a result or an error), once it arrives."""
+        await self.wait_for(lambda: request_id in self._responses, timeout)
+        return self._responses.pop(request_id)
 
     async def result(self, request_id: Any, timeout: float = TIMEOUT) -> Any:
         await self.wait_for(lambda: request_id in self._responses, timeout)

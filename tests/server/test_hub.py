@@ -510,11 +510,20 @@ class RawClient:
         self.reset = False  # the server reset the connection (no close frame can follow)
 
     async def __aenter__(self) -> RawClient:
-        await self.open()
+        try:
+            await self.open()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.sock.close()  # on every path, so that no socket outlives its test
+        self.close()  # on every path, so that no socket outlives its test
+
+    def close(self) -> None:
+        sock: socket.socket | None = getattr(self, "sock", None)
+        if sock is not None:
+            sock.close()
 
     async def open(self) -> None:
         from websockets.client import ClientProtocol
@@ -522,10 +531,10 @@ class RawClient:
         from websockets.uri import parse_uri
 
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock = sock  # closed by `close` whatever happens next
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.connect(self.addr)
         sock.setblocking(False)
-        self.sock = sock
         self.protocol = ClientProtocol(parse_uri(self.url), max_size=None)
         self.protocol.send_request(self.protocol.connect())
         self._flush()
@@ -600,7 +609,9 @@ async def test_replay_then_response_then_live_events_in_wire_order() -> None:
     async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as owner:
         sid = await owner.new_session()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(owner.prompt, sid, "stream 20000 64")
+            # A burst, then a paced stream that lasts until the cancel below: every joiner has
+            # live events after its cursor however long the machine takes to let it join.
+            tg.start_soon(owner.prompt, sid, "stream 20000 64\nslow 1000000 2")
             await owner.wait_for(lambda: owner.last_seq(sid) > 500)
             for _ in range(3):
                 async with acp_client(hub.url) as late:
@@ -619,3 +630,4 @@ async def test_replay_then_response_then_live_events_in_wire_order() -> None:
                     seqs = [f["params"]["_meta"]["acp-hub"]["seq"] for f in after if "params" in f]
                     assert seqs == list(range(cursor + 1, cursor + 1 + len(seqs)))
             await owner.notify("session/cancel", {"sessionId": sid})
+            await wait_idle(owner, sid)
