@@ -462,11 +462,11 @@ class ClientConnection:
         if isinstance(exc, RpcFailure):
             return exc.error
         if isinstance(exc, PeerError):
-            log.info("! %s: invalid params: %s", self.connection_id, exc)
+            self.mistake("invalid params: %s", exc)
             return invalid_params(str(exc))
         if isinstance(exc, TranslationError):
             # Well-formed, but the other side's protocol version cannot express it.
-            log.info("! %s: unsupported: %s", self.connection_id, exc)
+            self.mistake("unsupported: %s", exc)
             return hub_error(UNSUPPORTED, f"Unsupported: {exc}")
         log.exception("! %s: internal error", self.connection_id)  # a bug of ours
         return internal_error()
