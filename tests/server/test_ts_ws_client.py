@@ -23,7 +23,7 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from hub.agents.spec import AgentSpec
 from tests.peers import paths
-from tests.server.harness import running_hub, scripted_agent
+from tests.server.harness import acp_client, running_hub, scripted_agent
 from tests.support import require_binary
 
 pytestmark = pytest.mark.anyio
@@ -356,6 +356,43 @@ async def test_sdk_client_resumes_with_replay_and_prompts(
     assert summary["stopReason"] == "end_turn"
     if agent.startswith("scripted"):
         assert "again" in text_of(summary)
+
+
+async def test_sdk_client_accepts_the_answer_to_a_queued_prompt(tmp_path: Path) -> None:
+    """ACP v2 requires ``messageId`` in every prompt answer (the SDK's schema refuses one
+    without it): a prompt queued behind another is answered with the id the hub minted, and
+    its user message reaches the clients under that id when it runs."""
+    async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as owner:
+        sid = await owner.new_session()
+        await owner.prompt(sid, "sleep 600000")  # v2: answered at once; the turn runs on
+        runs: list[tuple[int, Summary, str]] = []
+
+        async def sdk_client() -> None:
+            args = ("--session", sid, "--cwd", str(tmp_path), "--prompt", "say queued")
+            runs.append(await run_sdk_client(hub.url, 2, *args, "--timeout", "40000"))
+
+        def queued() -> bool:
+            queue = owner.fold(sid).hub("_hub_queue") or {}
+            return bool(queue.get("entries"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sdk_client)
+            await owner.wait_for(queued, timeout=SDK_RUN_TIMEOUT)
+            await owner.notify("session/cancel", {"sessionId": sid})
+    (code, summary, stderr) = runs[0]
+    assert_accepted(summary, stderr)
+    assert code == 0
+    answer = summary["prompt"]
+    assert answer["_meta"]["acp-hub"]["queued"] is True
+    assert answer["messageId"] == answer["_meta"]["acp-hub"]["messageId"]
+    users = {
+        p["update"]["messageId"]
+        for p in summary["updates"]
+        if p["update"]["sessionUpdate"] in ("user_message", "user_message_chunk")
+    }
+    assert answer["messageId"] in users
+    assert summary["stopReason"] == "end_turn"
+    assert "queued" in text_of(summary)
 
 
 # -- SDK 1.9.0's ws-client.js example ------------------------------------------------------------
