@@ -1,4 +1,4 @@
-"""The ``acp-hub`` command line: ``serve``, ``demo``, ``agent-login`` and ``bridge``.
+"""The ``acp-hub`` command line: ``serve``, ``demo``, ``token``, ``agent-login`` and ``bridge``.
 
 ``acp-hub serve [--host 127.0.0.1] [--port 8765] [--config FILE] [--store URL]
 [--agent NAME=COMMAND ...]`` runs the hub with the agents of the config file and the command
@@ -9,6 +9,11 @@ and no API key. Once the server listens, both print ``acp-hub: listening on http
 cleanly: clients are closed with 1001, agents are stopped (stdin closed, SIGTERM, SIGKILL of
 their process groups), the store writes what it holds.
 
+Unless ``auth = "none"``, they then print ``acp-hub: owner URL: URL``, a link carrying an owner
+token in its fragment, also written to ``owner-url`` (0600) in the state directory.
+
+``acp-hub token --role viewer --session ID --expires 2h`` mints a token with the hub's key
+without a running hub and prints it (with ``--url BASE``: a link to the session).
 ``acp-hub agent-login NAME [--config FILE] [--agent NAME=COMMAND ...] [--method ID]`` runs the
 agent's terminal login (``hub.agents.terminal_login``) in this terminal with the agent's
 configured command, environment and working directory, and exits with its status.
@@ -39,11 +44,13 @@ import uvicorn
 
 from hub import __version__
 from hub.agents.errors import AgentError
+from hub.access.gate import Gate
+from hub.access.tokens import parse_duration
 from hub.agents.spec import AgentSpec, ConfigError, load_config, parse_agent_arg
 from hub.server import logs
 from hub.server.app import GOING_AWAY, HubApp, create_app
 from hub.sessions.workspace import resolve_roots
-from hub.settings import Settings
+from hub.settings import ROLES, Settings
 from hub.store import StoreError, open_store, parse_store_url
 
 log = logging.getLogger("hub")
@@ -56,6 +63,7 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self.hub = hub
         self.banner = banner
+        self.owner_url: str | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -67,9 +75,23 @@ class _Server(uvicorn.Server):
                 host, port = sock.getsockname()[:2]
                 break
         shown = f"[{host}]" if ":" in str(host) else str(host)
-        print(f"acp-hub: listening on http://{shown}:{port}", flush=True)
+        base = f"http://{shown}:{port}"
+        print(f"acp-hub: listening on {base}", flush=True)
+        page = f"{base}/"
+        gate = self.hub.gate
+        if gate.enabled:
+            page = f"{_public_base(self.hub.settings, base)}/#token={gate.mint_owner_token()}"
+            self.owner_url = page
+            try:
+                path = gate.write_owner_url(page)
+            except OSError as exc:
+                log.warning("! cannot write the owner URL file: %s", exc.strerror or exc)
+                path = None
+            print(f"acp-hub: owner URL: {page}", flush=True)
+            if path is not None:
+                print(f"acp-hub: (also in {path}, readable by you only)", flush=True)
         if self.banner:
-            print(self.banner.format(url=f"http://{shown}:{port}"), flush=True)
+            print(self.banner.format(url=page), flush=True)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.hub.close_connections(GOING_AWAY, "the hub is shutting down")
@@ -93,6 +115,19 @@ class _Server(uvicorn.Server):
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+def _public_base(settings: Settings, base: str) -> str:
+    """Where users reach the hub: ``public_url``, else the bound address, else (a wildcard
+    bind) the first plain name of ``allowed_hosts``."""
+    if settings.public_url:
+        return settings.public_url.rstrip("/")
+    if settings.host in ("0.0.0.0", "::", ""):
+        names = [h for h in settings.allowed_hosts if "*" not in h]
+        if names:
+            port = base.rsplit(":", 1)[1]
+            return f"http://{names[0]}:{port}"
+    return base
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -135,6 +170,20 @@ def _parser() -> argparse.ArgumentParser:
             choices=logs.FORMATS,
             help="text (readable, the default) or json (one object per line)",
         )
+        p.add_argument(
+            "--allowed-host",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="a Host name clients use to reach the hub (repeatable; required off loopback; "
+            "default: ACP_HUB_ALLOWED_HOSTS, comma-separated, else the config file's)",
+        )
+        p.add_argument(
+            "--auth",
+            default=None,
+            choices=["token", "none"],
+            help='"none" turns credentials off (loopback addresses only)',
+        )
         if name == "demo":
             p.add_argument("--protocol", default="auto", choices=["auto", "1", "2"])
     a = sub.add_parser("agent-login", help="run an agent's terminal login on this host")
@@ -144,6 +193,28 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--method", default=None, help="the terminal method's id (if several)")
     a.add_argument("--log-level", default=os.environ.get("ACP_HUB_LOG", "warning"))
     a.add_argument("--log-format", default="text", choices=logs.FORMATS)
+    t = sub.add_parser("token", help="mint a token with the hub's key (no running hub needed)")
+    t.add_argument("--config", default=os.environ.get("ACP_HUB_CONFIG"), help="TOML file")
+    t.add_argument("--role", default="viewer", choices=list(ROLES))
+    t.add_argument(
+        "--session",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a session the token may reach (repeatable; default: every session)",
+    )
+    t.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help='an agent it may start sessions on (repeatable; "*": any; default: none)',
+    )
+    t.add_argument("--origin", action="append", default=[], help="an embedding origin")
+    t.add_argument("--expires", default="1h", help="lifetime: 90s, 30m, 2h, 7d (default 1h)")
+    t.add_argument("--sub", default=None, help="the principal (default: a new random one)")
+    t.add_argument("--name", default=None, help="the name others see")
+    t.add_argument("--url", default=None, help="print a link on this hub base URL instead")
     b = sub.add_parser("bridge", help="a stdio ACP agent for editors, relaying to a hub")
     b.add_argument("url", help="the hub's WebSocket endpoint, e.g. ws://127.0.0.1:8765/acp")
     b.add_argument(
@@ -205,6 +276,13 @@ def build(args: argparse.Namespace) -> tuple[Settings, dict[str, AgentSpec], str
         overrides["workspace_roots"] = tuple(os.path.abspath(d) for d in args.workspace)
     elif args.command == "demo" and not settings.workspace_roots:
         overrides["workspace_roots"] = (os.getcwd(),)
+    if getattr(args, "auth", None) is not None:
+        overrides["auth"] = args.auth
+    allowed = list(getattr(args, "allowed_host", None) or [])
+    if not allowed:
+        allowed = [h.strip() for h in os.environ.get("ACP_HUB_ALLOWED_HOSTS", "").split(",")]
+    if any(allowed):
+        overrides["allowed_hosts"] = [h for h in allowed if h]
     store = args.store or os.environ.get("ACP_HUB_STORE")
     if store:
         overrides["store"] = store
@@ -235,9 +313,47 @@ def _check_store(setting: str) -> str | None:
     return None
 
 
+def mint(args: argparse.Namespace) -> int:
+    """``acp-hub token``: print a token (or a link) signed with the hub's key."""
+    settings = Settings()
+    if args.config:
+        try:
+            settings = settings.merged(dict(load_config(args.config).hub))
+        except (ConfigError, ValueError) as exc:
+            print(f"acp-hub: {exc}", file=sys.stderr)
+            return 2
+    try:
+        ttl = parse_duration(args.expires)
+        gate = Gate.from_settings(settings.merged({"auth": "token", "audit_log": "off"}))
+    except ValueError as exc:
+        print(f"acp-hub: {exc}", file=sys.stderr)
+        return 2
+    assert gate.authority is not None
+    agents = None if "*" in args.agent else args.agent
+    sub = args.sub or f"token:{os.urandom(4).hex()}"
+    token = gate.authority.mint(
+        sub=sub,
+        name=args.name or sub,
+        role=args.role,
+        ttl=ttl,
+        sessions=args.session or None,
+        agents=agents,
+        origins=args.origin,
+    )
+    if args.url:
+        base = str(args.url).rstrip("/")
+        path = f"/s/{args.session[0]}" if len(args.session) == 1 else "/"
+        print(f"{base}{path}#token={token}")
+    else:
+        print(token)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``acp-hub`` console script."""
     args = _parser().parse_args(argv)
+    if args.command == "token":
+        return mint(args)
     if args.log_format not in logs.FORMATS:  # from ACP_HUB_LOG_FORMAT: argparse did not check
         print(f"acp-hub: --log-format must be one of {', '.join(logs.FORMATS)}", file=sys.stderr)
         return 2
@@ -275,7 +391,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"acp-hub: {exc}", file=sys.stderr)
         return 2
-    app, hub = create_app(settings, agents, default)
+    try:
+        app, hub = create_app(settings, agents, default)
+    except ValueError as exc:  # the hub's key, an issuer, the share-link file
+        print(f"acp-hub: {exc}", file=sys.stderr)
+        return 2
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -287,15 +407,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         ws_per_message_deflate=False,
         log_level=str(args.log_level).lower(),
         # uvicorn's records go to the hub's handler (format, client context, redaction)
-        # instead of handlers of its own; no access log (request lines carry tokens).
+        # instead of handlers of its own; its access log only when asked for (its request
+        # lines carry tokens, which the redaction removes).
         log_config=None,
-        access_log=False,
+        access_log=settings.access_log,
         lifespan="on",
         timeout_graceful_shutdown=5,
     )
     banner = ""
     if args.command == "demo":
-        banner = "acp-hub: open {url}/ in a browser; the demo agent is ready to prompt"
+        banner = "acp-hub: open {url} in a browser; the demo agent is ready to prompt"
     server = _Server(config, hub, banner)
     server.run()
     return 0

@@ -11,15 +11,19 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
+from hub.access.hosts import is_loopback
+
 Role = Literal["viewer", "approver", "driver", "owner"]
 PromptPolicy = Literal["queue", "reject", "lease"]
 PermissionPolicy = Literal["first", "owner", "lease"]
+AuthMode = Literal["token", "none"]
 
 ROLES: tuple[Role, ...] = ("viewer", "approver", "driver", "owner")
 PROMPT_POLICIES: tuple[PromptPolicy, ...] = ("queue", "reject", "lease")
 PERMISSION_POLICIES: tuple[PermissionPolicy, ...] = ("first", "owner", "lease")
 McpPolicy = Literal["none", "owner", "any"]
 MCP_POLICIES: tuple[McpPolicy, ...] = ("none", "owner", "any")
+AUTH_MODES: tuple[AuthMode, ...] = ("token", "none")
 
 MIB = 1024 * 1024
 METRICS_TOKEN_MIN = 16
@@ -33,7 +37,39 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8765
     default_role: Role = "owner"
-    """The role of a connection that presents no credential (loopback development default)."""
+    """The role of every connection when ``auth = "none"`` (loopback development only)."""
+
+    # Access (docs/security.md).
+    auth: AuthMode = "token"
+    """``token``: every connection needs a valid credential. ``none``: nobody is asked for
+    one; only allowed with a loopback bind."""
+    state_dir: str = ""
+    """Where the hub keeps its generated key, share links, audit log and owner URL; empty:
+    ``$XDG_STATE_HOME/acp-hub`` or ``~/.local/state/acp-hub``."""
+    secret_file: str = ""
+    """A file holding the hub's signing key (at least 32 bytes); ``ACP_HUB_SECRET`` wins."""
+    allowed_hosts: tuple[str, ...] = ()
+    """``Host`` names served (DNS rebinding); empty: the loopback names on a loopback bind.
+    Required on any other bind."""
+    allowed_origins: tuple[str, ...] = ()
+    """Browser origins besides the hub's own that may open ``/acp`` (with a credential)."""
+    issuers: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """External token issuers by name (``[hub.issuers.NAME]``, see docs/configuration.md)."""
+    token_issuer: str = "acp-hub"
+    """The ``iss`` of the hub's own tokens."""
+    token_audience: str = "acp-hub"
+    """The ``aud`` every token must carry (the hub's own and, unless an issuer says
+    otherwise, external ones)."""
+    token_leeway: float = 30.0
+    """Clock skew tolerated on ``exp``/``nbf``/``iat``, in seconds."""
+    owner_token_ttl: float = 7 * 86400.0
+    """Lifetime of the owner URL's token that ``serve`` and ``demo`` print at start."""
+    public_url: str = ""
+    """The hub's address as users reach it (share links); empty: from the request."""
+    audit_log: str = ""
+    """The JSON-lines audit trail; empty: ``audit.jsonl`` in the state directory; ``off``."""
+    access_log: bool = False
+    """uvicorn's per-request access log (tokens are redacted from it as from every line)."""
 
     # Fan-out and connections.
     outbox_bytes: int = 4 * MIB
@@ -127,7 +163,9 @@ class Settings:
                 value = tuple(value)
             if isinstance(current, float) and isinstance(value, int):
                 value = float(value)
-            if not isinstance(value, type(current)):
+            if not isinstance(value, type(current)) and not (
+                key == "issuers" and isinstance(value, Mapping)
+            ):
                 raise ValueError(f"hub setting {key!r} must be {type(current).__name__}")
             clean[key] = value
         result = replace(self, **clean)
@@ -136,6 +174,17 @@ class Settings:
 
     def validate(self) -> None:
         """Raise ``ValueError`` for settings that cannot work together."""
+        if self.auth not in AUTH_MODES:
+            raise ValueError(f"auth must be one of {AUTH_MODES}")
+        if self.auth == "none" and not is_loopback(self.host):
+            raise ValueError(
+                f'auth = "none" is only allowed on a loopback address, not on {self.host!r}'
+            )
+        if not is_loopback(self.host) and not self.allowed_hosts:
+            raise ValueError(
+                f"allowed_hosts is required when binding to {self.host!r}: the host names "
+                "clients use to reach the hub (DNS rebinding protection)"
+            )
         if self.default_role not in ROLES:
             raise ValueError(f"default_role must be one of {ROLES}")
         if self.prompt_policy not in PROMPT_POLICIES:

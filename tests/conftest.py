@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.credentials import hub_env
 from tests.redis_server import RedisServer
 from tests.support import require_binary
 
@@ -26,3 +27,14 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
         yield server
     finally:
         server.kill()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hub_key_for_tests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every hub a test builds, in this process or in a subprocess that inherits the
+    environment, signs with the test key and keeps its state in a temporary directory, never
+    in the user's own state directory."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in hub_env(tmp_path_factory.mktemp("hub-state")).items():
+            patch.setenv(name, value)
+        yield

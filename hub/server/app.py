@@ -6,6 +6,13 @@ agent supervisor and the session registry; ``HubApp.close_connections`` closes e
 with 1001 before the server stops. ``/healthz`` answers while the process serves HTTP
 (liveness); ``/readyz`` answers 200 only while the hub can take clients: its supervisor and
 registry run and its store takes writes (readiness).
+
+Access (``hub.access``, docs/security.md): every request, HTTP or WebSocket, first passes the
+``Host`` check (421 otherwise); an ``/acp`` upgrade is then admitted by ``Gate.admit`` from
+its credential and ``Origin``, or refused *before* the upgrade with 401/403 and a JSON body
+``{"error": code, "message": ...}``. ``HubApp.principals`` maps each open connection to the
+principal that admitted it. ``GET /auth/whoami`` tells a page who its token makes it (or why
+it is refused), since browsers cannot read a refused upgrade's response.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from hub import __version__
+from hub.access.gate import Admission, Gate
+from hub.access.principal import Principal, Refusal
 from hub.agents.spec import AgentSpec
 from hub.agents.supervisor import Supervisor
 from hub.server import transport
@@ -63,16 +72,57 @@ class RawSendMiddleware:
         await self.app(scope, receive, send)
 
 
+# Probes and scrapers address a hub by its IP (a container's health check, a Kubernetes
+# probe, Prometheus): these routes answer whatever the Host, since they carry no session data
+# (and /metrics has its own token).
+HOST_CHECK_EXEMPT = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+class HostCheckMiddleware:
+    """Refuses every HTTP request and WebSocket upgrade whose ``Host`` the hub does not serve
+    (421 Misdirected Request), before any route runs: DNS rebinding protection. The probe
+    routes of ``HOST_CHECK_EXEMPT`` are exempt."""
+
+    def __init__(self, app: ASGIApp, gate: Gate) -> None:
+        self.app = app
+        self.gate = gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or (
+            scope["type"] == "http" and scope.get("path") in HOST_CHECK_EXEMPT
+        ):
+            await self.app(scope, receive, send)
+            return
+        host = _header(scope, b"host")
+        try:
+            self.gate.check_host(host)
+        except Refusal as refusal:
+            log.warning("! refused a request for host %r from %s", (host or "")[:80], _peer(scope))
+            if scope["type"] == "http":
+                response = JSONResponse(refusal.to_dict(), status_code=refusal.status)
+                await response(scope, receive, send)
+            else:
+                await _deny(scope, receive, send, refusal)
+            return
+        await self.app(scope, receive, send)
+
+
 class HubApp:
     """The running hub: settings, supervisor, sessions and open client connections."""
 
     def __init__(
-        self, settings: Settings, agents: Mapping[str, AgentSpec], default_agent: str | None
+        self,
+        settings: Settings,
+        agents: Mapping[str, AgentSpec],
+        default_agent: str | None,
+        gate: Gate | None = None,
     ) -> None:
         self.settings = settings
         self.agents = dict(agents)
         self.default_agent = default_agent or (next(iter(agents)) if agents else None)
+        self.gate = gate or Gate.from_settings(settings)
         self.connections: set[ClientConnection] = set()
+        self.principals: dict[ClientConnection, Principal] = {}
         self.supervisor: Supervisor | None = None
         self.registry: SessionRegistry | None = None
         self.store: Store = open_store(settings.store, node=settings.node_name)
@@ -124,27 +174,52 @@ class HubApp:
         if registry is None:
             await websocket.close(code=GOING_AWAY)
             return
-        origin = websocket.headers.get("origin")
-        if origin is not None and not self.origin_allowed(origin, websocket.headers.get("host")):
-            # A browser page of another site must not drive the hub with the user's loopback
-            # role (cross-site WebSocket hijacking): refused before the upgrade.
-            log.warning("! refused a WebSocket from origin %r (peer %s)", origin, _peer(scope))
-            await websocket.close(code=POLICY_VIOLATION)
+        try:
+            admission = self.admit(scope)
+        except Refusal as refusal:
+            # One line, without the credential: the reason and who asked.
+            log.warning(
+                "! refused /acp from %s: %s (%s)", _peer(scope), refusal.code, refusal.message
+            )
+            await _deny(scope, receive, send, refusal)
             return
+        principal = admission.principal
         raw_send: Send = scope.get(RAW_SEND, send)
         conn = ClientConnection(
             registry,
             AsgiFrameWriter(raw_send),
             settings=self.settings,
-            role=self.settings.default_role,
+            role=principal.role,
+            principal=principal.sub,
         )
+        self.principals[conn] = principal
         # Every log line of this connection's tasks names it (hub.server.logs).
         with client_context(conn.connection_id, conn.principal):
-            await self._serve(websocket, conn, scope)
+            try:
+                await self._serve(websocket, conn, scope, admission.subprotocol, admission.source)
+            finally:
+                self.principals.pop(conn, None)
 
-    async def _serve(self, websocket: WebSocket, conn: ClientConnection, scope: Scope) -> None:
-        await websocket.accept(headers=[(b"acp-connection-id", conn.connection_id.encode())])
-        log.info("= %s: connected from %s", conn.connection_id, _peer(scope))
+    async def _serve(
+        self,
+        websocket: WebSocket,
+        conn: ClientConnection,
+        scope: Scope,
+        subprotocol: str | None,
+        source: str | None,
+    ) -> None:
+        await websocket.accept(
+            subprotocol=subprotocol,
+            headers=[(b"acp-connection-id", conn.connection_id.encode())],
+        )
+        log.info(
+            "= %s: connected from %s as %s (%s, token from %s)",
+            conn.connection_id,
+            _peer(scope),
+            conn.principal,
+            conn.role,
+            source or "nowhere",
+        )
         self.metrics.connections_opened.labels(conn.transport).inc()
         client_code: list[int] = []
 
@@ -193,13 +268,32 @@ class HubApp:
 
         self._http_tasks.start_soon(serve, name=f"http {http.connection_id}")
 
-    def origin_allowed(self, origin: str, host: str | None) -> bool:
-        """Browser upgrades must come from the hub's own origin or a configured embedding
-        origin; clients that send no ``Origin`` (editors, scripts) are not browsers."""
-        origin = origin.rstrip("/")
-        if host is not None and origin in (f"http://{host}", f"https://{host}"):
-            return True
-        return origin in {o.rstrip("/") for o in self.settings.embed_origins}
+    def admit(self, scope: Scope, *, new_connection: bool = True) -> Admission:
+        """``Gate.admit`` for a request's ``Host``, ``Origin`` and credential (``Refusal``);
+        ``new_connection``: it opens a connection (a share link's use is counted)."""
+        return self.gate.admit(
+            count_use=new_connection,
+            host=_header(scope, b"host"),
+            origin=_header(scope, b"origin"),
+            authorization=_header(scope, b"authorization"),
+            subprotocols=_header(scope, b"sec-websocket-protocol"),
+            query_string=bytes(scope.get("query_string", b"")).decode("latin-1"),
+        )
+
+    async def whoami(self, request: Request) -> JSONResponse:
+        """``GET /auth/whoami`` with ``Authorization: Bearer``: the principal the token proves
+        (200), or why it is refused (401/403), so a page can say "link expired" or "revoked"
+        instead of a bare connection failure. It reveals nothing the token holder could not
+        learn from ``initialize``."""
+        authorization = request.headers.get("authorization") or ""
+        scheme, _, token = authorization.partition(" ")
+        try:
+            principal = self.gate.authenticate(
+                token.strip() if scheme.lower() == "bearer" and token.strip() else None
+            )
+        except Refusal as refusal:
+            return JSONResponse(refusal.to_dict(), status_code=refusal.status, headers=_NO_STORE)
+        return JSONResponse({**principal.public(), "auth": self.settings.auth}, headers=_NO_STORE)
 
     def readiness_checks(self) -> dict[str, bool]:
         """What readiness needs, each ``True`` when it holds: the agent supervisor and the
@@ -246,6 +340,39 @@ class _AcpEndpoint:
         await self.hub.acp(scope, receive, send)
 
 
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+async def _deny(scope: Scope, receive: Receive, send: Send, refusal: Refusal) -> None:
+    """Refuse a WebSocket upgrade with an HTTP response (status and JSON reason) where the
+    server supports it, else with a close 1008 naming the reason."""
+    websocket = WebSocket(scope, receive, send)
+    if "websocket.http.response" in scope.get("extensions", {}):
+        headers = dict(_NO_STORE)
+        if refusal.status == 401:
+            headers["WWW-Authenticate"] = (
+                f'Bearer error="invalid_token", error_description="{refusal.code}"'
+            )
+        await websocket.send_denial_response(
+            JSONResponse(refusal.to_dict(), status_code=refusal.status, headers=headers)
+        )
+        # uvicorn's websockets-sansio protocol sends the response but does not count it as
+        # the end of the handshake, and would log "ASGI callable returned without completing
+        # handshake" for every refusal. The server's own send is a method of that protocol.
+        protocol = getattr(scope.get(RAW_SEND), "__self__", None)
+        if getattr(protocol, "handshake_complete", None) is False:
+            protocol.handshake_complete = True  # type: ignore[union-attr]
+    else:
+        await websocket.close(code=POLICY_VIOLATION, reason=refusal.code)
+
+
 def _peer(scope: Scope) -> str:
     client: Any = scope.get("client")
     return f"{client[0]}:{client[1]}" if client else "?"
@@ -257,12 +384,14 @@ def create_app(
     default_agent: str | None = None,
     *,
     web: Traversable | None = None,
+    gate: Gate | None = None,
 ) -> tuple[Starlette, HubApp]:
     """Build the Starlette app and the ``HubApp`` behind it.
 
     ``web`` holds the browser UI's files; by default the package's own (``hub/web``, read
-    through :mod:`importlib.resources`)."""
-    hub = HubApp(settings, agents, default_agent)
+    through :mod:`importlib.resources`). ``gate`` defaults to ``Gate.from_settings``, which
+    raises ``ValueError`` for an unusable key, issuer or share-link file."""
+    hub = HubApp(settings, agents, default_agent, gate)
     routes: list[BaseRoute] = [
         WebSocketRoute("/acp", _AcpEndpoint(hub)),
         # The Streamable HTTP profile of the same endpoint (GET without Upgrade is SSE).
@@ -270,11 +399,15 @@ def create_app(
         Route("/healthz", hub.health),
         Route("/readyz", hub.readiness),
         Route("/metrics", hub.metrics.endpoint),
+        Route("/auth/whoami", hub.whoami),
     ]
     routes.extend(web_routes(web, embed_origins=settings.embed_origins))
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(RawSendMiddleware)],
+        middleware=[
+            Middleware(RawSendMiddleware),
+            Middleware(HostCheckMiddleware, gate=hub.gate),
+        ],
         lifespan=hub.lifespan,
     )
     return app, hub

@@ -56,13 +56,19 @@ _TOKEN = re.compile(r"(?i)(token=)[^&\s\"'#;,)\]]+")
 _BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;)\]]+")
 _URL_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^/\s:@]*:)[^@\s/]+(?=@)")
 _JSON_TOKEN = re.compile(r"(?i)(\"[\w-]*token\"\s*:\s*\")(?:[^\"\\]|\\.)*")
+# A token offered as a WebSocket subprotocol entry (hub.access.carriers), and anything shaped
+# like a JWT (header.payload.signature, base64url, the header starting `{"` = `eyJ`), wherever
+# it is quoted: a credential never needs to be in a log line to be useful.
+_SUBPROTOCOL_TOKEN = re.compile(r"(acp-hub\.token\.)[A-Za-z0-9._~+/=-]+")
+_JWT = re.compile(r"()eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
 REDACTED = "[redacted]"
 
 
 def redact(text: str) -> str:
-    """``text`` with every ``token=`` value, ``Bearer`` credential, URL password and JSON
-    ``"...token"`` string value replaced by ``[redacted]``."""
-    for pattern in (_TOKEN, _BEARER, _URL_PASSWORD, _JSON_TOKEN):
+    """``text`` with every ``token=`` value, ``Bearer`` credential, URL password, JSON
+    ``"...token"`` string value, ``acp-hub.token.*`` subprotocol entry and JWT replaced by
+    ``[redacted]``."""
+    for pattern in (_TOKEN, _BEARER, _URL_PASSWORD, _JSON_TOKEN, _SUBPROTOCOL_TOKEN, _JWT):
         text = pattern.sub(r"\1" + REDACTED, text)
     return text
 

@@ -42,9 +42,11 @@ import anyio.abc
 import orjson
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from hub.access.gate import Admission
+from hub.access.principal import Principal, Refusal
 from hub.server.connection import ClientConnection
 from hub.server.outbox import Outbox
 from hub.server.sse import SseWriter, cursor_of
@@ -362,8 +364,11 @@ class HubLike(Protocol):
     settings: Settings
     registry: SessionRegistry | None
     connections: set[ClientConnection]
+    principals: dict[ClientConnection, Principal]
 
-    def origin_allowed(self, origin: str, host: str | None) -> bool: ...
+    def admit(self, scope: Scope, *, new_connection: bool = True) -> Admission:
+        """The credential, ``Host`` and ``Origin`` decision for one request (``Refusal``)."""
+        ...
 
     def start_connection(self, http: HttpConnection) -> None: ...
 
@@ -378,38 +383,46 @@ class StreamableHttp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         registry = self.hub.registry
-        origin = request.headers.get("origin")
-        if registry is None:
-            response: Response = json_error(503, "the hub is starting or stopping")
-        elif origin is not None and not self.hub.origin_allowed(
-            origin, request.headers.get("host")
-        ):
-            # A page of another site must not drive the hub with the user's role.
-            log.warning("! refused an HTTP request from origin %r", origin)
-            response = json_error(403, "origin not allowed")
+        try:
+            # Every request carries the credential (as the upgrade does), and a connection
+            # answers only to the principal that opened it: its id alone is not enough.
+            admission: Admission | None = self.hub.admit(scope, new_connection=False)
+        except Refusal as refusal:
+            log.warning("! refused an HTTP request: %s (%s)", refusal.code, refusal.message)
+            admission = None
+            response: Response = JSONResponse(refusal.to_dict(), status_code=refusal.status)
+        if admission is None:
+            pass
+        elif registry is None:
+            response = json_error(503, "the hub is starting or stopping")
         elif request.method == "GET":
-            await self.get(request, registry, scope, receive, send)
+            await self.get(request, registry, scope, receive, send, admission)
             return
         elif request.method == "POST":
-            response = await self.post(request, registry)
+            response = await self.post(request, registry, admission)
         elif request.method == "DELETE":
-            response = self.delete(request)
+            response = self.delete(request, admission)
         else:
             response = json_error(405, "use POST, GET or DELETE", {"allow": "POST, GET, DELETE"})
         await response(scope, receive, send)
 
-    def _connection(self, request: Request) -> HttpConnection | Response:
+    def _connection(self, request: Request, admission: Admission) -> HttpConnection | Response:
         connection_id = connection_id_of(request)
         if connection_id is None:
             return json_error(400, "Acp-Connection-Id is required: POST initialize first")
         http = self.connections.get(connection_id)
         if http is None or http.conn.closed:
             return json_error(404, "unknown or closed connection: initialize again")
+        if http.conn.principal != admission.principal.sub:
+            # Another principal's connection is none of this one's business: as unknown.
+            return json_error(404, "unknown or closed connection: initialize again")
         return http
 
     # -- POST ------------------------------------------------------------------------------
 
-    async def post(self, request: Request, registry: SessionRegistry) -> Response:
+    async def post(
+        self, request: Request, registry: SessionRegistry, admission: Admission
+    ) -> Response:
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
             return json_error(415, "Content-Type must be application/json")
@@ -431,8 +444,8 @@ class StreamableHttp:
         request_id = message.get("id")
         is_request = isinstance(method, str) and "id" in message
         if connection_id_of(request) is None and method == "initialize" and is_request:
-            return await self.initialize(registry, message, request_id)
-        found = self._connection(request)
+            return await self.initialize(registry, message, request_id, admission)
+        found = self._connection(request, admission)
         if isinstance(found, Response):
             return found
         http = found
@@ -455,7 +468,11 @@ class StreamableHttp:
         return Response(status_code=202)
 
     async def initialize(
-        self, registry: SessionRegistry, message: dict[str, Any], request_id: Any
+        self,
+        registry: SessionRegistry,
+        message: dict[str, Any],
+        request_id: Any,
+        admission: Admission,
     ) -> Response:
         params = message.get("params")
         if isinstance(params, dict):
@@ -465,8 +482,10 @@ class StreamableHttp:
                 # One message per SSE event: batches would need the client to split them.
                 hub_meta.pop("batches", None)
         settings = self.hub.settings
-        http = HttpConnection(registry, settings, settings.default_role, "local")
+        principal = admission.principal
+        http = HttpConnection(registry, settings, principal.role, principal.sub)
         self.connections[http.connection_id] = http
+        self.hub.principals[http.conn] = principal
         self.hub.start_connection(http)
         http.outbox.hold_answer(request_id)
         await http.post(orjson.dumps(message).decode())
@@ -493,11 +512,12 @@ class StreamableHttp:
 
     def forget(self, http: HttpConnection) -> None:
         self.connections.pop(http.connection_id, None)
+        self.hub.principals.pop(http.conn, None)
 
     # -- DELETE ----------------------------------------------------------------------------
 
-    def delete(self, request: Request) -> Response:
-        found = self._connection(request)
+    def delete(self, request: Request, admission: Admission) -> Response:
+        found = self._connection(request, admission)
         if isinstance(found, Response):
             return found
         found.conn.close(NORMAL_CLOSE, "the client ended the connection")
@@ -512,11 +532,12 @@ class StreamableHttp:
         scope: Scope,
         receive: Receive,
         send: Send,
+        admission: Admission,
     ) -> None:
         if "text/event-stream" not in request.headers.get("accept", ""):
             await json_error(406, "Accept must include text/event-stream")(scope, receive, send)
             return
-        found = self._connection(request)
+        found = self._connection(request, admission)
         if isinstance(found, Response):
             await found(scope, receive, send)
             return

@@ -170,8 +170,9 @@ def start_hub(
     if agent_cpus:
         # An argument: the hub passes its agents only a few of its environment variables.
         agent += " --cpus " + ",".join(str(c) for c in sorted(agent_cpus))
-    argv = [str(exe), "serve", "--host", "127.0.0.1", "--port", "0", "--agent", agent]
-    argv += ["--workspace", str(ROOT)]
+    # Credentials off (loopback only): the benchmarks measure the fan-out, not the handshake.
+    argv = [str(exe), "serve", "--host", "127.0.0.1", "--port", "0", "--auth", "none"]
+    argv += ["--agent", agent, "--workspace", str(ROOT)]
     if config is not None:
         argv += ["--config", str(config)]
     argv += extra or []

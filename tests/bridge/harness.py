@@ -9,6 +9,7 @@ test can read (``BridgeRun.log``).
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from starlette.applications import Starlette
 from hub.agents.spec import AgentSpec
 from hub.server.app import HubApp, create_app
 from hub.settings import Settings
+from tests.credentials import owner_token, with_test_key
 from tests.server.harness import with_workspace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -241,7 +243,8 @@ class Listener:
 
     @property
     def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/acp"
+        """The ``/acp`` URL with the test owner token (as ``HubHandle.url``)."""
+        return f"ws://127.0.0.1:{self.port}/acp?token={owner_token()}"
 
     async def start(self) -> None:
         config = uvicorn.Config(
@@ -288,13 +291,14 @@ async def listener_hub(
     agents: list[AgentSpec], settings: Settings | None = None
 ) -> AsyncIterator[Listener]:
     """A started ``Listener`` on an ephemeral port; the hub's lifespan spans the block."""
-    settings = with_workspace(settings or Settings())
-    app, hub = create_app(settings, {a.name: a for a in agents})
-    async with hub.lifespan(app), anyio.create_task_group() as tg:
-        listener = Listener(app, hub, settings, tg)
-        await listener.start()
-        try:
-            yield listener
-        finally:
-            hub.close_connections(1001, "test over")
-            await listener.stop()
+    with tempfile.TemporaryDirectory(prefix="acp-hub-test-") as state:
+        settings = with_test_key(with_workspace(settings or Settings()), Path(state))
+        app, hub = create_app(settings, {a.name: a for a in agents})
+        async with hub.lifespan(app), anyio.create_task_group() as tg:
+            listener = Listener(app, hub, settings, tg)
+            await listener.start()
+            try:
+                yield listener
+            finally:
+                hub.close_connections(1001, "test over")
+                await listener.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,7 @@ from hub.agents.spec import AgentSpec
 from hub.protocol.state import SessionState
 from hub.server.app import HubApp, create_app
 from hub.settings import Settings
+from tests.credentials import owner_token, with_test_key
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTED = ROOT / "tests" / "agents" / "scripted_agent.py"
@@ -51,10 +53,23 @@ def with_workspace(settings: Settings) -> Settings:
 
 @dataclass
 class HubHandle:
+    """A running test hub. ``url`` carries the default owner credential (``?token=``), so
+    every client of a test is admitted unless it connects to ``bare_url``."""
+
     url: str
     http: str
     app: HubApp
     server: uvicorn.Server
+    bare_url: str = ""
+
+    @property
+    def http_acp(self) -> str:
+        """The Streamable HTTP ``/acp`` URL with the default owner credential."""
+        return self.url.replace("ws://", "http://", 1)
+
+    def url_with(self, token: str) -> str:
+        """The ``/acp`` URL carrying ``token`` instead of the default owner token."""
+        return f"{self.bare_url}?token={token}"
 
 
 @asynccontextmanager
@@ -67,6 +82,17 @@ async def running_hub(
     if isinstance(agents, list):
         agents = {a.name: a for a in agents}
     settings = with_workspace(settings or Settings())
+    with tempfile.TemporaryDirectory(prefix="acp-hub-test-") as state:
+        # The known test key, and the hub's state (links, audit) in a fresh directory.
+        settings = with_test_key(settings, Path(state))
+        async with _serve(agents, settings, default) as handle:
+            yield handle
+
+
+@asynccontextmanager
+async def _serve(
+    agents: Mapping[str, AgentSpec], settings: Settings, default: str | None
+) -> AsyncIterator[HubHandle]:
     app, hub = create_app(settings, agents, default)
     config = uvicorn.Config(
         app,
@@ -98,7 +124,9 @@ async def running_hub(
                 while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for this
                     await anyio.sleep(0.005)
             port = server.servers[0].sockets[0].getsockname()[1]
-            yield HubHandle(f"ws://127.0.0.1:{port}/acp", f"http://127.0.0.1:{port}", hub, server)
+            bare = f"ws://127.0.0.1:{port}/acp"
+            url = f"{bare}?token={owner_token()}" if hub.gate.enabled else bare
+            yield HubHandle(url, f"http://127.0.0.1:{port}", hub, server, bare)
         finally:
             hub.close_connections(1001, "test over")
             server.should_exit = True

@@ -29,6 +29,7 @@ from anyio.streams.text import TextReceiveStream
 
 from hub.protocol.agent_v1 import AgentV1Translator
 from hub.protocol.state import SessionState
+from tests.credentials import hub_env, owner_token
 from tests.server.harness import AcpClient, acp_client
 
 pytestmark = pytest.mark.anyio
@@ -47,7 +48,7 @@ def anyio_backend() -> str:
 
 def _env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "ACP_HUB_CONFIG"}
-    return {**env, "ACP_HUB_DEMO_FAST": "1", "HOME": str(tmp_path)}
+    return {**env, "ACP_HUB_DEMO_FAST": "1", "HOME": str(tmp_path), **hub_env(tmp_path / "state")}
 
 
 @dataclass
@@ -58,7 +59,7 @@ class Demo:
 
     @property
     def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/acp"
+        return f"ws://127.0.0.1:{self.port}/acp?token={owner_token()}"
 
 
 @asynccontextmanager

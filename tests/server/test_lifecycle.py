@@ -10,6 +10,7 @@ import pytest
 
 from hub.agents.spec import AgentSpec, ProtocolChoice
 from hub.settings import Settings
+from tests.credentials import token
 from tests.peers.paths import ts_agent_js, ts_dual_agent_js
 from tests.server.harness import AcpClient, RpcFailure, acp_client, running_hub, scripted_agent
 from tests.server.test_hub import RawClient, contiguous
@@ -196,12 +197,20 @@ async def test_browser_upgrades_from_other_origins_are_refused() -> None:
     settings = Settings(embed_origins=("https://app.example",))
     async with running_hub([scripted_agent()], settings) as hub:
         host = hub.http.split("//", 1)[1]
-        with pytest.raises(InvalidStatus) as info:
-            async with connect(hub.url, origin="https://evil.example"):  # type: ignore[arg-type]
-                pass
-        assert info.value.response.status_code == 403
-        for allowed in (f"http://{host}", "https://app.example"):
-            async with connect(hub.url, origin=allowed) as ws:  # type: ignore[arg-type]
+        # A foreign origin, the opaque "null" origin, and an embedding origin whose client
+        # holds no embed token naming it (the owner token names no origin).
+        for refused in ("https://evil.example", "null", "https://app.example"):
+            with pytest.raises(InvalidStatus) as info:
+                async with connect(hub.url, origin=refused):  # type: ignore[arg-type]
+                    pass
+            assert info.value.response.status_code == 403, refused
+            assert b'"error":"origin"' in info.value.response.body
+        embed = token("viewer", origins=["https://app.example"])
+        for allowed, url in (
+            (f"http://{host}", hub.url),
+            ("https://app.example", hub.url_with(embed)),
+        ):
+            async with connect(url, origin=allowed) as ws:  # type: ignore[arg-type]
                 await ws.send(
                     '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}'
                 )

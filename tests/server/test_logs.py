@@ -22,6 +22,7 @@ import pytest
 from websockets.sync.client import connect
 
 from hub.server import logs
+from tests.credentials import bearer, owner_token
 from tests.server.harness import AcpClient, acp_client, running_hub, scripted_agent
 from tests.support import ROOT
 
@@ -79,7 +80,7 @@ async def test_every_line_about_a_client_names_its_connection_and_principal(
         assert any("invalid message" in m for m in messages), messages
         for record in records:
             assert getattr(record, "connection", None) == connection_id, record.getMessage()
-            assert getattr(record, "principal", None) == "local", record.getMessage()
+            assert getattr(record, "principal", None) == "test-owner", record.getMessage()
 
 
 def test_an_explicit_connection_wins_over_the_context(caplog: pytest.LogCaptureFixture) -> None:
@@ -177,7 +178,10 @@ def test_the_installed_command_logs_json_lines(tmp_path: Any) -> None:
                 url = match.group(1)
                 break
         assert url is not None, stderr_path.read_text()
-        with connect(f"ws://{url}/acp?token={SECRET}") as ws:
+        # The credential in the header; a bogus one in the URL, which must not reach the log.
+        with connect(
+            f"ws://{url}/acp?token={SECRET}", additional_headers=bearer(owner_token())
+        ) as ws:
             ws.send('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}')
             connection_id = orjson.loads(ws.recv(timeout=20))["result"]["_meta"]["acp-hub"][
                 "connectionId"
@@ -198,5 +202,5 @@ def test_the_installed_command_logs_json_lines(tmp_path: Any) -> None:
     about = [e for e in entries if connection_id in e["message"]]
     assert any("invalid message" in e["message"] for e in about), about
     assert all(e.get("connection") == connection_id for e in about), about
-    assert all(e.get("principal") == "local" for e in about), about
+    assert all(e.get("principal") == "test-owner" for e in about), about
     assert SECRET not in text

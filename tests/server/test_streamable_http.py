@@ -70,7 +70,7 @@ def _ws_texts(client: AcpClient, session_id: str) -> list[str]:
 async def test_the_python_sdk_http_client_runs_a_whole_turn() -> None:
     async with running_hub([_agent()]) as hub:
         editor = EditorClient()
-        conn = connect_to_agent(editor, create_http_stream(hub.http + "/acp"))
+        conn = connect_to_agent(editor, create_http_stream(hub.http_acp))
         try:
             init = await conn.initialize(protocol_version=1)
             assert init.protocol_version == 1
@@ -138,7 +138,7 @@ async def test_the_python_sdk_websocket_client_runs_a_whole_turn() -> None:
 async def test_v2_clients_on_both_transports_see_the_same_ordered_stream() -> None:
     async with (
         running_hub([_agent()]) as hub,
-        http_acp(hub.http + "/acp") as driver,
+        http_acp(hub.http_acp) as driver,
         acp_client(hub.url) as ws_v2,
         acp_client(hub.url, version=1, events=True) as ws_v1,
     ):
@@ -149,7 +149,7 @@ async def test_v2_clients_on_both_transports_see_the_same_ordered_stream() -> No
         await ws_v2.call(
             "session/resume", {"sessionId": session_id, "cwd": "/", "replayFrom": start}
         )
-        async with http_acp(hub.http + "/acp") as http_v2:
+        async with http_acp(hub.http_acp) as http_v2:
             http_v2.open_stream(session_id)
             await http_v2.call(
                 "session/resume", {"sessionId": session_id, "cwd": "/", "replayFrom": start}
@@ -205,7 +205,7 @@ async def test_v2_clients_on_both_transports_see_the_same_ordered_stream() -> No
 async def test_an_sse_stream_dropped_mid_turn_resumes_exactly_with_last_event_id() -> None:
     async with (
         running_hub([_agent()]) as hub,
-        http_acp(hub.http + "/acp") as client,
+        http_acp(hub.http_acp) as client,
         acp_client(hub.url) as observer,
     ):
         created = await client.call("session/new", {"cwd": "/tmp", "mcpServers": []})
@@ -247,7 +247,7 @@ async def test_a_last_event_id_the_stream_no_longer_keeps_resumes_from_the_curso
     settings = Settings(outbox_bytes=256 * 1024)
     async with (
         running_hub([_agent()], settings) as hub,
-        http_acp(hub.http + "/acp") as client,
+        http_acp(hub.http_acp) as client,
     ):
         created = await client.call("session/new", {"cwd": "/tmp", "mcpServers": []})
         session_id = created["sessionId"]
@@ -281,7 +281,7 @@ async def test_a_sse_reader_that_does_not_read_is_a_slow_consumer() -> None:
     settings = Settings(outbox_bytes=32 * 1024)
     async with (
         running_hub([_agent()], settings) as hub,
-        http_acp(hub.http + "/acp") as client,
+        http_acp(hub.http_acp) as client,
     ):
         created = await client.call("session/new", {"cwd": "/tmp", "mcpServers": []})
         session_id = created["sessionId"]
@@ -322,7 +322,7 @@ async def test_a_sse_reader_that_does_not_read_is_a_slow_consumer() -> None:
 
 async def test_bad_requests_get_the_rfds_status_codes() -> None:
     async with running_hub([_agent()]) as hub, httpx.AsyncClient() as http:
-        url = hub.http + "/acp"
+        url = hub.http_acp
         init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 2}}
         json = {"Content-Type": "application/json"}
         assert (await http.post(url, content=orjson.dumps(init))).status_code == 415

@@ -7,6 +7,7 @@ driven by Playwright's sync API.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.credentials import hub_env, owner_token
 from tests.support import ROOT, require_binary
 from tests.web.harness import CHROMIUM_ARGS, SCRIPTED, WAIT_MS, Embedding, HostPages, Hub
 
@@ -61,7 +63,7 @@ def hub(embedding: Embedding, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "--log-level",
         "warning",
     ]
-    env = {**os.environ, "ACP_HUB_DEMO_FAST": "1"}
+    env = {**os.environ, "ACP_HUB_DEMO_FAST": "1", **hub_env(config.parent / "state")}
     process = subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, bufsize=1
     )
@@ -107,13 +109,24 @@ def browser(chromium_path: str) -> Iterator[Any]:
 @pytest.fixture
 def new_page(browser: Any) -> Iterator[Callable[..., Any]]:
     """Open pages, each in its own browser context (own storage and sockets). A page error or
-    any JavaScript dialog (alert, confirm) fails the test."""
+    any JavaScript dialog (alert, confirm) fails the test.
+
+    Each context starts with the test owner token in its tabs' ``sessionStorage`` (where a
+    page keeps the token of the link that opened it), unless ``token=`` says otherwise
+    (``token=None``: no credential at all)."""
     contexts: list[Any] = []
     errors: list[str] = []
 
-    def make(**options: Any) -> Any:
+    def make(*, token: str | None = owner_token(), **options: Any) -> Any:
         context = browser.new_context(**options)
         context.set_default_timeout(WAIT_MS)
+        if token is not None:
+            context.add_init_script(
+                script=f"""try {{
+                    if (!sessionStorage.getItem('acp-hub.token'))
+                        sessionStorage.setItem('acp-hub.token', {json.dumps(token)});
+                }} catch (e) {{}}"""
+            )
         contexts.append(context)
         page = context.new_page()
         page.on("pageerror", lambda error: errors.append(f"page error: {error}"))

@@ -7,7 +7,10 @@
  * open. When the socket closes with a code that means "try again" (1001 going away, 1006
  * abnormal, 1011 internal error, 1012 restart, 1013 slow consumer) the connection waits a
  * jittered, exponentially growing delay and opens a new socket, running the handshake again.
- * Any other close code (1000, 1003, 1008 policy, 1009 too big) is final.
+ * Any other close code (1000, 1003, 1008 policy, 1009 too big) is final. A socket refused
+ * before it opened (the hub answers a bad credential with HTTP 401/403, which a browser only
+ * sees as 1006) is final too when `/auth/whoami` confirms the refusal: the status then says
+ * `refused` with the hub's reason (`expired`, `revoked`, ...).
  *
  * Lifecycle is reported as a `status` DOM event whose detail is a {@link ConnectionStatus}.
  * Incoming frames may hold one message or (ACP v2) a batch array; each entry is dispatched
@@ -15,13 +18,15 @@
  * to `onNotification`.
  */
 
+import { pageToken, refusal, tokenProtocols } from './token.js';
+
 /** Close codes after which a reconnect is attempted. */
 export const RETRY_CODES = new Set([1001, 1006, 1011, 1012, 1013]);
 
 /**
  * @typedef {{code: number, message: string, data?: unknown}} RpcErrorObject
  * @typedef {{state: 'connecting' | 'open' | 'ready' | 'waiting' | 'closed', code?: number,
- *   reason?: string, retryInMs?: number, attempt?: number}} ConnectionStatus
+ *   reason?: string, retryInMs?: number, attempt?: number, refused?: string}} ConnectionStatus
  * @typedef {{
  *   handshake: (conn: RpcConnection) => Promise<void>,
  *   onNotification: (method: string, params: any) => void,
@@ -44,11 +49,13 @@ export class RpcConnection extends EventTarget {
   /**
    * @param {string} url the WebSocket URL
    * @param {Handlers} handlers
-   * @param {{baseDelayMs?: number, maxDelayMs?: number}} [options]
+   * @param {{baseDelayMs?: number, maxDelayMs?: number, token?: string | null}} [options]
+   *   `token`: the credential (default: the page's, see token.js)
    */
   constructor(url, handlers, options = {}) {
     super();
     this.url = url;
+    this.token = options.token === undefined ? pageToken() : options.token;
     this.handlers = handlers;
     this.baseDelayMs = options.baseDelayMs ?? 400;
     this.maxDelayMs = options.maxDelayMs ?? 15000;
@@ -103,10 +110,12 @@ export class RpcConnection extends EventTarget {
 
   open() {
     this.setStatus({ state: 'connecting', attempt: this.attempt });
-    const socket = new WebSocket(this.url);
+    const socket = new WebSocket(this.url, tokenProtocols(this.token));
     this.socket = socket;
+    let opened = false;
     socket.addEventListener('open', () => {
       if (this.socket !== socket) return;
+      opened = true;
       this.setStatus({ state: 'open' });
       for (const frame of this.outbox.splice(0)) socket.send(frame);
       this.handlers.handshake(this).then(
@@ -145,21 +154,48 @@ export class RpcConnection extends EventTarget {
       }
       this.pending.clear();
       this.handlers.onClose?.();
-      // 4000/4001 are our own "resync" closes: always retry those.
-      const retry = RETRY_CODES.has(event.code) || event.code === 4000 || event.code === 4001;
-      if (this.stopped || !retry) {
-        this.setStatus({ state: 'closed', code: event.code, reason: event.reason });
+      if (!opened && event.code === 1006 && !this.stopped) {
+        this.checkRefusal(event);
         return;
       }
-      const ceiling = Math.min(this.maxDelayMs, this.baseDelayMs * 2 ** this.attempt);
-      const delay = Math.round(ceiling / 2 + Math.random() * (ceiling / 2));
-      this.attempt += 1;
-      this.setStatus({ state: 'waiting', code: event.code, reason: event.reason, retryInMs: delay });
-      this.timer = setTimeout(() => {
-        this.timer = null;
-        if (!this.stopped) this.open();
-      }, delay);
+      this.afterClose(event);
     });
+  }
+
+  /**
+   * A socket that never opened: ask the hub whether the credential is refused (final) or
+   * the network failed (retry).
+   * @param {CloseEvent} event
+   */
+  checkRefusal(event) {
+    this.setStatus({ state: 'waiting', code: event.code, reason: event.reason, retryInMs: 0 });
+    refusal(this.token).then((refused) => {
+      if (this.stopped || this.socket) return;
+      if (refused) {
+        this.stopped = true;
+        this.setStatus({ state: 'closed', code: 1008, reason: refused.message, refused: refused.error });
+        return;
+      }
+      this.afterClose(event);
+    });
+  }
+
+  /** @param {CloseEvent | {code: number, reason: string}} event */
+  afterClose(event) {
+    // 4000/4001 are our own "resync" closes: always retry those.
+    const retry = RETRY_CODES.has(event.code) || event.code === 4000 || event.code === 4001;
+    if (this.stopped || !retry) {
+      this.setStatus({ state: 'closed', code: event.code, reason: event.reason });
+      return;
+    }
+    const ceiling = Math.min(this.maxDelayMs, this.baseDelayMs * 2 ** this.attempt);
+    const delay = Math.round(ceiling / 2 + Math.random() * (ceiling / 2));
+    this.attempt += 1;
+    this.setStatus({ state: 'waiting', code: event.code, reason: event.reason, retryInMs: delay });
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      if (!this.stopped) this.open();
+    }, delay);
   }
 
   /** @param {any} message */
@@ -234,15 +270,13 @@ export class RpcConnection extends EventTarget {
 }
 
 /**
- * The hub's WebSocket URL for the page's own origin, carrying `token` when there is one.
- * @param {string | null} token
+ * The hub's WebSocket URL for the page's own origin (the credential travels as a
+ * subprotocol entry, see token.js, never in the URL).
  * @returns {string}
  */
-export function hubSocketUrl(token) {
+export function hubSocketUrl() {
   const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
-  const url = new URL(`${scheme}//${location.host}/acp`);
-  if (token) url.searchParams.set('token', token);
-  return url.href;
+  return new URL(`${scheme}//${location.host}/acp`).href;
 }
 
 /**

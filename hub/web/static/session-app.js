@@ -219,7 +219,7 @@ export function mountSession(root, options = {}) {
     view.schedule();
   }
 
-  connection = new RpcConnection(hubSocketUrl(query.get('token')), {
+  connection = new RpcConnection(hubSocketUrl(), {
     handshake,
     onNotification(method, params) {
       switch (method) {

@@ -12,9 +12,9 @@ import { el } from './dom.js';
 const REFRESH_MS = 4000;
 
 const query = new URLSearchParams(location.search);
-/** Query parameters carried to the session pages (credentials and identity). */
+/** Query parameters carried to the session pages (the token goes by sessionStorage). */
 const carried = new URLSearchParams();
-for (const key of ['token', 'role', 'name']) {
+for (const key of ['role', 'name']) {
   const value = query.get(key);
   if (value) carried.set(key, value);
 }
@@ -180,7 +180,7 @@ async function refresh() {
   if (rpc.status.state === 'ready' || rpc.status.state === 'open') timer = setTimeout(refresh, REFRESH_MS);
 }
 
-rpc = new RpcConnection(hubSocketUrl(query.get('token')), {
+rpc = new RpcConnection(hubSocketUrl(), {
   async handshake(conn) {
     const init = await conn.request('initialize', initializeParams(query));
     const meta = hubMeta(init);

@@ -1,0 +1,246 @@
+"""``Gate``: the one decision every connection attempt and every HTTP request gets.
+
+``Gate.from_settings`` assembles the hub's access machinery from the settings: the token
+authority (the hub's key and the external issuers), the share-link store, the audit sink,
+the served host names. ``check_host`` answers "may this ``Host`` be served at all";
+``admit`` answers "who is this ``/acp`` client, and may it connect from this origin", raising
+a ``Refusal`` (with the HTTP status to answer before the upgrade) otherwise.
+
+With ``auth = "none"`` (loopback only, enforced by the settings) every client is the
+``local`` principal with the ``default_role``, and no key is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from hub.access.audit import AuditSink, JsonlAuditLog, NullAudit
+from hub.access.carriers import carried_tokens, offered_subprotocols
+from hub.access.hosts import (
+    effective_allowed_hosts,
+    host_allowed,
+    origin_matches,
+    same_origin,
+)
+from hub.access.issuers import parse_issuers
+from hub.access.keys import load_hub_key, state_dir, write_private
+from hub.access.links import FileLinkStore, LinkStore, MemoryLinkStore, ShareLink
+from hub.access.principal import Principal, Refusal
+from hub.access.tokens import TokenAuthority
+from hub.settings import Role, Settings
+
+OWNER_SUB = "owner"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """An accepted ``/acp`` client: its principal, the subprotocol to select in the upgrade
+    response (never the token entry), and where its token came from."""
+
+    principal: Principal
+    subprotocol: str | None
+    source: str | None
+
+
+class Gate:
+    """See the module docstring. ``authority`` is ``None`` exactly when auth is off."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        authority: TokenAuthority | None,
+        links: LinkStore,
+        audit: AuditSink,
+        state: Path,
+    ) -> None:
+        self.settings = settings
+        self.authority = authority
+        self.links = links
+        self.audit = audit
+        self.state_dir = state
+        self.allowed_hosts = effective_allowed_hosts(settings.host, settings.allowed_hosts)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, environ: Mapping[str, str] = os.environ) -> Gate:
+        """Build the gate; raises ``ValueError`` (with a message for the user) when the key,
+        an issuer or the share-link file cannot be used."""
+        state = state_dir(settings, environ)
+        audit: AuditSink
+        if settings.audit_log == "off":
+            audit = NullAudit()
+        else:
+            audit = JsonlAuditLog(
+                Path(settings.audit_log).expanduser()
+                if settings.audit_log
+                else state / "audit.jsonl"
+            )
+        if settings.auth == "none":
+            return cls(settings, authority=None, links=MemoryLinkStore(), audit=audit, state=state)
+        key = load_hub_key(settings, environ)
+        issuers = parse_issuers(
+            settings.issuers,
+            default_audience=settings.token_audience,
+            default_leeway=settings.token_leeway,
+            reserved_iss=settings.token_issuer,
+            environ=environ,
+        )
+        authority = TokenAuthority(
+            key,
+            iss=settings.token_issuer,
+            audience=settings.token_audience,
+            leeway=settings.token_leeway,
+            issuers=issuers,
+        )
+        links = FileLinkStore(state / "links.json")
+        return cls(settings, authority=authority, links=links, audit=audit, state=state)
+
+    @property
+    def enabled(self) -> bool:
+        return self.authority is not None
+
+    # -- checks ------------------------------------------------------------------------------
+
+    def check_host(self, host: str | None) -> None:
+        """``Refusal`` (421) unless ``host`` is one of the served names."""
+        if not host_allowed(host, self.allowed_hosts):
+            raise Refusal("host", "this hub does not serve that host name", 421)
+
+    def authenticate(self, token: str | None) -> Principal:
+        """The principal ``token`` proves (share links: still known, not revoked, not used
+        up), or a ``Refusal``. With auth off: the local principal, whatever the token."""
+        if self.authority is None:
+            return self.local_principal()
+        if token is None:
+            raise Refusal("missing", "this hub needs a credential (a token)")
+        principal = self.authority.verify(token)
+        if principal.link_id is not None:
+            link = self.links.get(principal.link_id)
+            if link is None or link.revoked:
+                raise Refusal("revoked", "this link was revoked")
+            if link.used_up():
+                raise Refusal("used_up", "this link has been used as many times as allowed")
+        return principal
+
+    def local_principal(self) -> Principal:
+        return Principal(
+            sub="local",
+            name="local",
+            role=self.settings.default_role,
+            sessions=None,
+            agents=None,
+            issuer="none",
+        )
+
+    def admit(
+        self,
+        *,
+        host: str | None,
+        origin: str | None,
+        authorization: str | None,
+        subprotocols: str | None,
+        query_string: str,
+        count_use: bool = True,
+    ) -> Admission:
+        """Decide an ``/acp`` upgrade or request (see the module docstring). A share link's
+        use is counted (``count_use``: a new connection, not each request of one) only once
+        everything else has passed."""
+        self.check_host(host)
+        embed_origin = False
+        if origin is not None:
+            if origin.strip().lower() == "null":
+                raise Refusal("origin", "pages with an opaque (null) origin may not connect", 403)
+            if not (
+                same_origin(origin, host) or origin_matches(origin, self.settings.allowed_origins)
+            ):
+                if not origin_matches(origin, self.settings.embed_origins):
+                    raise Refusal("origin", "pages of that origin may not connect", 403)
+                embed_origin = True
+        carried = carried_tokens(authorization, offered_subprotocols(subprotocols), query_string)
+        principal, source = self._first_valid(carried.tokens)
+        if embed_origin and not (
+            self.enabled and origin is not None and origin_matches(origin, principal.origins)
+        ):
+            raise Refusal(
+                "origin", "an embedding page needs an embed token that names its origin", 403
+            )
+        if count_use and principal.link_id is not None:
+            self.links.record_use(principal.link_id)
+        return Admission(principal, carried.subprotocol, source)
+
+    def _first_valid(self, tokens: tuple[tuple[str, str], ...]) -> tuple[Principal, str | None]:
+        if not tokens:
+            return self.authenticate(None), None
+        first: Refusal | None = None
+        for token, source in tokens:
+            try:
+                return self.authenticate(token), source
+            except Refusal as refusal:
+                first = first or refusal
+        assert first is not None
+        raise first
+
+    # -- minting -----------------------------------------------------------------------------
+
+    def mint_owner_token(self) -> str:
+        """A token for the person who started the hub: owner of everything, every agent."""
+        if self.authority is None:
+            raise RuntimeError("auth is off")
+        return self.authority.mint(
+            sub=OWNER_SUB,
+            name=OWNER_SUB,
+            role="owner",
+            ttl=self.settings.owner_token_ttl,
+            sessions=None,
+            agents=None,
+        )
+
+    def write_owner_url(self, url: str) -> Path:
+        """Write the owner URL to ``owner-url`` in the state directory (0600)."""
+        path = self.state_dir / "owner-url"
+        write_private(path, (url + "\n").encode())
+        return path
+
+    def create_link(
+        self,
+        *,
+        session_id: str,
+        role: Role,
+        ttl: float,
+        created_by: str,
+        label: str = "",
+        max_uses: int | None = None,
+    ) -> tuple[ShareLink, str]:
+        """Record a share link and mint its token (shown once, never stored)."""
+        if self.authority is None:
+            raise RuntimeError("auth is off")
+        link_id = f"l-{secrets.token_hex(8)}"
+        now = time.time()
+        link = ShareLink(
+            link_id=link_id,
+            session_id=session_id,
+            role=role,
+            created_by=created_by,
+            created_at=now,
+            expires_at=now + ttl,
+            label=label,
+            max_uses=max_uses,
+        )
+        self.links.add(link)
+        token = self.authority.mint(
+            sub=f"link:{link_id}",
+            name=label or f"guest ({role})",
+            role=role,
+            ttl=ttl,
+            sessions=[session_id],
+            agents=(),
+            jti=link_id,
+            link_id=link_id,
+            now=now,
+        )
+        return link, token

@@ -1,0 +1,157 @@
+"""Share links: tokens the hub minted for one session, which an owner can list and revoke.
+
+A link is a hub token whose ``lnk`` claim (and ``jti``) is the link's id; the record here is
+what makes it revocable: a token whose link is unknown or revoked is refused, whatever its
+signature says. ``LinkStore`` is the interface; ``FileLinkStore`` keeps the records in one
+JSON file (``links.json`` next to the hub's key, mode 0600, replaced atomically on every
+change), so links and revocations survive a restart. The token itself is never stored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from hub.access.keys import write_private
+
+log = logging.getLogger("hub.access")
+
+
+@dataclass(frozen=True, slots=True)
+class ShareLink:
+    """One share link. Times are Unix seconds; ``uses`` counts admitted connections."""
+
+    link_id: str
+    session_id: str
+    role: str
+    created_by: str
+    created_at: float
+    expires_at: float
+    label: str = ""
+    max_uses: int | None = None
+    uses: int = 0
+    revoked_at: float | None = None
+    revoked_by: str | None = None
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def expired(self, now: float | None = None) -> bool:
+        return (time.time() if now is None else now) >= self.expires_at
+
+    def used_up(self) -> bool:
+        return self.max_uses is not None and self.uses >= self.max_uses
+
+    def public(self) -> dict[str, Any]:
+        """The record as ``_hub/share/list`` shows it (no token: it is shown once)."""
+        return {
+            "linkId": self.link_id,
+            "sessionId": self.session_id,
+            "role": self.role,
+            "label": self.label,
+            "createdBy": self.created_by,
+            "createdAt": self.created_at,
+            "expiresAt": self.expires_at,
+            "maxUses": self.max_uses,
+            "uses": self.uses,
+            "revoked": self.revoked,
+            "revokedAt": self.revoked_at,
+            "revokedBy": self.revoked_by,
+        }
+
+
+class LinkStore(Protocol):
+    """Where share links live. Every method is synchronous and cheap (called on the event
+    loop); a store that needs the network answers from a local copy."""
+
+    def add(self, link: ShareLink) -> None: ...
+
+    def get(self, link_id: str) -> ShareLink | None: ...
+
+    def for_session(self, session_id: str) -> list[ShareLink]: ...
+
+    def revoke(self, link_id: str, by: str) -> ShareLink | None:
+        """Mark the link revoked (idempotent); ``None`` when it is unknown."""
+        ...
+
+    def record_use(self, link_id: str) -> ShareLink | None:
+        """Count one admission; ``None`` when the link is unknown."""
+        ...
+
+
+class MemoryLinkStore:
+    """A ``LinkStore`` that forgets everything at exit (``auth = "none"``, tests)."""
+
+    def __init__(self) -> None:
+        self.links: dict[str, ShareLink] = {}
+
+    def add(self, link: ShareLink) -> None:
+        self.links[link.link_id] = link
+        self._changed()
+
+    def get(self, link_id: str) -> ShareLink | None:
+        return self.links.get(link_id)
+
+    def for_session(self, session_id: str) -> list[ShareLink]:
+        return sorted(
+            (link for link in self.links.values() if link.session_id == session_id),
+            key=lambda link: link.created_at,
+        )
+
+    def revoke(self, link_id: str, by: str) -> ShareLink | None:
+        link = self.links.get(link_id)
+        if link is None or link.revoked:
+            return link
+        link = replace(link, revoked_at=time.time(), revoked_by=by)
+        self.links[link_id] = link
+        self._changed()
+        return link
+
+    def record_use(self, link_id: str) -> ShareLink | None:
+        link = self.links.get(link_id)
+        if link is None:
+            return None
+        link = replace(link, uses=link.uses + 1)
+        self.links[link_id] = link
+        if link.max_uses is not None:
+            self._changed()  # only a bounded link's count must survive a restart
+        return link
+
+    def _changed(self) -> None:
+        pass
+
+
+class FileLinkStore(MemoryLinkStore):
+    """A ``LinkStore`` in one JSON file, rewritten atomically (0600) on every change.
+
+    Records of links that expired more than ``keep_expired`` seconds ago are dropped when
+    the file is written, so it does not grow without bound."""
+
+    def __init__(self, path: Path, *, keep_expired: float = 7 * 86400) -> None:
+        super().__init__()
+        self.path = path
+        self.keep_expired = keep_expired
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            data = {"links": []}
+        except (OSError, ValueError) as exc:
+            # A damaged file must not silently re-enable revoked links: refuse to start.
+            raise ValueError(f"{path}: cannot read the share links: {exc}") from None
+        for entry in data.get("links", []):
+            try:
+                link = ShareLink(**entry)
+            except TypeError as exc:
+                raise ValueError(f"{path}: a share link record is damaged: {exc}") from None
+            self.links[link.link_id] = link
+
+    def _changed(self) -> None:
+        horizon = time.time() - self.keep_expired
+        self.links = {k: v for k, v in self.links.items() if v.expires_at >= horizon}
+        body = {"version": 1, "links": [asdict(link) for link in self.links.values()]}
+        write_private(self.path, json.dumps(body, indent=1).encode())
