@@ -43,9 +43,9 @@ import anyio
 import uvicorn
 
 from hub import __version__
-from hub.agents.errors import AgentError
 from hub.access.gate import Gate
 from hub.access.tokens import parse_duration
+from hub.agents.errors import AgentError
 from hub.agents.spec import AgentSpec, ConfigError, load_config, parse_agent_arg
 from hub.server import logs
 from hub.server.app import GOING_AWAY, HubApp, create_app

@@ -266,6 +266,8 @@ async def test_tokens_never_appear_in_the_log(tmp_path: Path) -> None:
                 str(config),
                 "--agent",
                 scripted,
+                "--workspace",
+                str(tmp_path),
                 "--log-level",
                 "debug",
             ],

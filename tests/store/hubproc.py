@@ -25,6 +25,8 @@ import anyio.abc
 import orjson
 from anyio.streams.text import TextReceiveStream
 
+from tests.credentials import hub_env, owner_token
+
 ROOT = Path(__file__).resolve().parents[2]
 ACP_HUB = Path(sys.executable).parent / "acp-hub"
 SCRIPTED = ROOT / "tests" / "agents" / "scripted_agent.py"
@@ -41,7 +43,8 @@ class HubProcess:
 
     @property
     def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/acp"
+        """``/acp`` with the test owner token (as ``HubHandle.url``)."""
+        return f"ws://127.0.0.1:{self.port}/acp?token={owner_token()}"
 
     @property
     def http(self) -> str:
@@ -90,6 +93,8 @@ async def hub_process(
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACP_HUB_")}
     env["PYTHONPATH"] = str(ROOT)
     env["HOME"] = str(workdir)
+    # The test key (test clients hold owner tokens of it), the hub's state beside its store.
+    env.update(hub_env(workdir / "state"))
     with stderr.open("ab") as err:
         process = await anyio.open_process(
             [
