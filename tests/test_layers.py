@@ -23,10 +23,12 @@ LAYERS: dict[str, int] = {
     "hub": 0,
     "hub.settings": 0,
     "hub.store.url": 0,  # the syntax of the store setting, which the settings check
+    "hub.access.hosts": 0,  # what a loopback address is, which the settings check
     "hub.protocol": 1,  # sans-I/O
     "hub.agents": 2,
     "hub.demo": 2,  # an agent of its own: it speaks the protocol, nothing else of the hub
     "hub.store": 2,  # what sessions keep, below the sessions that use it
+    "hub.access": 2,  # credentials, links and the audit trail: sessions record, server admits
     "hub.sessions": 3,
     "hub.server": 4,
     "hub.cli": 5,
@@ -43,10 +45,12 @@ FORBIDDEN_LIBRARIES: dict[str, set[str]] = {
     "hub": IO_LIBRARIES,
     "hub.settings": IO_LIBRARIES,
     "hub.store.url": IO_LIBRARIES,
+    "hub.access.hosts": IO_LIBRARIES,
     "hub.protocol": IO_LIBRARIES,
     "hub.agents": SERVER_LIBRARIES,
     "hub.demo": SERVER_LIBRARIES,
     "hub.store": SERVER_LIBRARIES,
+    "hub.access": IO_LIBRARIES,
     "hub.sessions": SERVER_LIBRARIES,
 }
 

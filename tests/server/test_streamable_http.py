@@ -386,7 +386,7 @@ async def test_a_connection_that_never_opens_a_stream_is_not_kept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(streamable, "FIRST_GET_TIMEOUT", 2.0)
-    async with running_hub([_agent()]) as hub, http_acp(hub.http + "/acp") as reader:
+    async with running_hub([_agent()]) as hub, http_acp(hub.http_acp) as reader:
         async with httpx.AsyncClient() as http:
             init = {
                 "jsonrpc": "2.0",
@@ -395,7 +395,7 @@ async def test_a_connection_that_never_opens_a_stream_is_not_kept(
                 "params": {"protocolVersion": 2},
             }
             answered = await http.post(
-                hub.http + "/acp",
+                hub.http_acp,
                 content=orjson.dumps(init),
                 headers={"Content-Type": "application/json"},
             )
@@ -413,11 +413,11 @@ async def test_an_idle_stream_gets_keepalives() -> None:
     settings = Settings(ping_interval=0.2)
     async with (
         running_hub([_agent()], settings) as hub,
-        http_acp(hub.http + "/acp") as client,
+        http_acp(hub.http_acp) as client,
         httpx.AsyncClient(timeout=httpx.Timeout(10, read=None)) as http,
     ):
         headers = {"Accept": "text/event-stream", "Acp-Connection-Id": client.connection_id or ""}
-        async with http.stream("GET", hub.http + "/acp", headers=headers) as response:
+        async with http.stream("GET", hub.http_acp, headers=headers) as response:
             assert response.status_code == 200
             assert response.headers["content-type"].startswith("text/event-stream")
             assert response.headers["x-accel-buffering"] == "no"
