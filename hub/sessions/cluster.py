@@ -66,7 +66,9 @@ class _Sink:
 
 @dataclass(eq=False)
 class RemoteClient:
-    """A client of another node, as the owner sees it for one forwarded request."""
+    """A client of another node, as the owner sees it: attached to the owned session (it is
+    in its presence, permission requests are offered to it) but outside its fan-out (its node
+    reads the events from the store). Requests and notifications for it go to its node."""
 
     client_id: str
     name: str
@@ -75,16 +77,24 @@ class RemoteClient:
     hub_events: bool = True
     batches: bool = False
     outbox: _Sink = field(default_factory=_Sink)
+    node: str = ""
+    session_id: str = ""
+    cluster: Cluster | None = None
+    remote = True
 
     def request(self, method: str, params: dict[str, Any], on_reply: ReplyHandler) -> Any:
-        on_reply(None, hub_error(NOT_OWNER, "the client is on another node"))
-        return None
+        if self.cluster is None or not self.node:
+            on_reply(None, hub_error(NOT_OWNER, "the client is on another node"))
+            return None
+        return self.cluster.ask(self, method, params, on_reply)
 
     def withdraw(self, request_id: Any) -> None:
-        return None
+        if self.cluster is not None and self.node:
+            self.cluster.tell(self, {"op": "withdraw", "rid": request_id})
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
-        return None
+        if self.cluster is not None and self.node:
+            self.cluster.tell(self, {"op": "notify", "method": method, "params": params})
 
 
 @dataclass
@@ -106,6 +116,12 @@ class Cluster:
         self._mirrors_changed = anyio.Event()
         self._pending: dict[str, _Pending] = {}
         self._scanned = anyio.Event()
+        self.proxies: dict[tuple[str, str], RemoteClient] = {}
+        """Owner side: the clients of other nodes attached to sessions owned here."""
+        self._calls: dict[str, ReplyHandler] = {}
+        """Owner side: requests sent to clients of other nodes, waiting for the answer."""
+        self._asked: dict[str, tuple[ClientHandle, Any]] = {}
+        """Follower side: requests the owner sent to a local client (its id there)."""
 
     # -- the tasks ---------------------------------------------------------------------------
 
@@ -119,6 +135,7 @@ class Cluster:
         failing = False
         while True:
             try:
+                await self.store.heartbeat(lease)
                 lost = await self.store.renew(list(self.registry.sessions), lease)
                 for session_id in lost:
                     self._let_go(session_id)
@@ -144,6 +161,19 @@ class Cluster:
                 and record.session_id not in self.registry.sessions
             ) and await self.registry.take(record.session_id, record.agent, record.creator):
                 log.info("= %s: taken over by this node", record.session_id)
+        # Clients of nodes that died are no longer attached here.
+        nodes = sorted({proxy.node for proxy in self.proxies.values()})
+        alive = await self.store.alive(nodes)
+        for (session_id, _), proxy in list(self.proxies.items()):
+            if proxy.node not in alive:
+                self._leave(session_id, proxy.client_id, "its node is gone")
+        # A mirrored session whose owner changed: tell the new owner about the clients here.
+        for session_id, mirror in self.mirrors.items():
+            owner = self.directory.get(session_id, (None, None))[1]
+            if owner is not None and owner != mirror.registered_with:
+                mirror.registered_with = owner
+                for attachment in tuple(mirror.attached.values()):
+                    self._join(mirror, attachment.client)
         for session_id, mirror in list(self.mirrors.items()):
             if session_id not in self.directory or session_id in self.registry.sessions:
                 if not mirror.attached or session_id not in self.directory:
@@ -236,15 +266,37 @@ class Cluster:
                 continue
             failing = False
             for message in messages:
-                if "re" in message:
-                    pending = self._pending.get(str(message["re"]))
-                    if pending is not None:
-                        pending.result = message.get("result")
-                        if "error" in message:
-                            pending.error = RpcError.from_dict(message["error"])
-                        pending.done.set()
-                else:
-                    self._serve_later(message)
+                try:
+                    self._dispatch(message)
+                except Exception:
+                    log.exception("! cluster: a message from another node failed")
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        op = message.get("op")
+        if "re" in message:
+            rid = str(message["re"])
+            error = RpcError.from_dict(message["error"]) if "error" in message else None
+            call = self._calls.pop(rid, None)
+            if call is not None:
+                call(message.get("result"), error)
+                return
+            pending = self._pending.get(rid)
+            if pending is not None:
+                pending.result = message.get("result")
+                pending.error = error
+                pending.done.set()
+        elif op == "join":
+            self._joined(message)
+        elif op == "leave":
+            self._leave(
+                str(message.get("session")),
+                str((message.get("client") or {}).get("id")),
+                str(message.get("reason") or "detached"),
+            )
+        elif op in ("request", "withdraw", "notify"):
+            self._for_local_client(message)
+        else:
+            self._serve_later(message)
 
     # -- forwarding --------------------------------------------------------------------------
 
@@ -307,6 +359,9 @@ class Cluster:
             client = RemoteClient(
                 str(info.get("id")), str(info.get("name")), role, int(info.get("version") or 2)
             )
+            proxy = self.proxies.get((session.id, client.client_id))
+            if proxy is not None:
+                client = proxy  # the stand-in attached here, with its node to answer it
             params = message.get("params") or {}
             op = message.get("op")
             if op == "prompt":
@@ -330,6 +385,144 @@ class Cluster:
                 await self.store.send(origin, reply)
             except Exception as exc:
                 log.warning("! cluster: the answer to %s was not sent: %s", origin, exc)
+
+    # -- clients of other nodes --------------------------------------------------------------
+
+    def _send_later(self, node: str, message: dict[str, Any]) -> None:
+        async def send() -> None:
+            try:
+                await self.store.send(node, message)
+            except Exception as exc:
+                log.warning("! cluster: a message to node %s was not sent: %s", node, exc)
+
+        self.registry.spawn(send, name="cluster send")
+
+    def _client_info(self, session: Any, client: ClientHandle) -> dict[str, Any]:
+        return {
+            "id": client.client_id,
+            "name": client.name,
+            "role": session.role_of(client),
+            "version": client.version,
+            "hub_events": client.hub_events,
+        }
+
+    def _join(self, mirror: MirrorSession, client: ClientHandle) -> None:
+        """A client attached to ``mirror`` here: the owner attaches its stand-in."""
+        owner = mirror.registered_with
+        if owner is None:
+            return
+        message = {
+            "op": "join",
+            "session": mirror.id,
+            "from": self.store.node,
+            "client": self._client_info(mirror, client),
+        }
+        self._send_later(owner, message)
+
+    def _left(self, mirror: MirrorSession, client: ClientHandle, reason: str) -> None:
+        owner = mirror.registered_with
+        if owner is None:
+            return
+        for rid, (asked, _) in list(self._asked.items()):
+            if asked is client:
+                del self._asked[rid]
+        self._send_later(
+            owner,
+            {
+                "op": "leave",
+                "session": mirror.id,
+                "from": self.store.node,
+                "client": {"id": client.client_id},
+                "reason": reason,
+            },
+        )
+
+    def _joined(self, message: dict[str, Any]) -> None:
+        """Owner side: a client of another node attached to a session owned here."""
+        session = self.registry.sessions.get(str(message.get("session")))
+        info = message.get("client") or {}
+        node = message.get("from")
+        if session is None or not isinstance(node, str) or not isinstance(info.get("id"), str):
+            return
+        role: Role = info["role"] if info.get("role") in ROLES else "viewer"
+        proxy = RemoteClient(
+            info["id"],
+            str(info.get("name")),
+            role,
+            int(info.get("version") or 2),
+            hub_events=bool(info.get("hub_events", True)),
+            node=node,
+            session_id=session.id,
+            cluster=self,
+        )
+        self.proxies[(session.id, proxy.client_id)] = proxy
+        session.attach(proxy, replay=None, role=role)
+        session.announce(proxy)
+
+    def _leave(self, session_id: str, client_id: str, reason: str) -> None:
+        proxy = self.proxies.pop((session_id, client_id), None)
+        session = self.registry.sessions.get(session_id)
+        if proxy is not None and session is not None:
+            session.detach(proxy, reason=reason)  # its requests are withdrawn (``tell``)
+
+    def ask(
+        self, proxy: RemoteClient, method: str, params: dict[str, Any], on_reply: ReplyHandler
+    ) -> str:
+        """Owner side: send a request to a client of another node; ``on_reply`` gets its
+        answer. Returns the id the owner knows the request by."""
+        rid = secrets.token_hex(8)
+        self._calls[rid] = on_reply
+        self.tell(proxy, {"op": "request", "rid": rid, "method": method, "params": params})
+        return rid
+
+    def tell(self, proxy: RemoteClient, message: dict[str, Any]) -> None:
+        """Owner side: a message for the client ``proxy`` stands for, on its node."""
+        if message.get("op") == "withdraw":
+            self._calls.pop(str(message.get("rid")), None)
+        self._send_later(
+            proxy.node,
+            {
+                **message,
+                "session": proxy.session_id,
+                "from": self.store.node,
+                "client": {"id": proxy.client_id},
+            },
+        )
+
+    def _for_local_client(self, message: dict[str, Any]) -> None:
+        """Follower side: the owner sends a request or notification to a client here."""
+        mirror = self.mirrors.get(str(message.get("session")))
+        client_id = str((message.get("client") or {}).get("id"))
+        attachment = mirror.attached.get(client_id) if mirror is not None else None
+        op, rid, owner = message.get("op"), str(message.get("rid")), message.get("from")
+        if op == "withdraw":
+            asked = self._asked.pop(rid, None)
+            if asked is not None:
+                asked[0].withdraw(asked[1])
+            return
+        if attachment is None or not isinstance(owner, str):
+            if op == "request" and isinstance(owner, str):
+                error = hub_error(NOT_OWNER, "the client is no longer attached")
+                self._send_later(owner, {"re": rid, "error": error.to_dict()})
+            return
+        client = attachment.client
+        params = message.get("params") or {}
+        method = str(message.get("method"))
+        if op == "notify":
+            asked = self._asked.get(str(params.get("requestId")))
+            if asked is not None:  # it names the owner's id of a request: the local one
+                params = {**params, "requestId": asked[1]}
+            client.notify(method, params)
+            return
+
+        def on_reply(result: Any, error: RpcError | None) -> None:
+            self._asked.pop(rid, None)
+            answer: dict[str, Any] = {"re": rid, "result": result}
+            if error is not None:
+                answer["error"] = error.to_dict()
+            self._send_later(owner, answer)
+
+        self._asked[rid] = (client, client.request(method, params, on_reply))
 
     # -- mirrors -----------------------------------------------------------------------------
 
@@ -363,6 +556,9 @@ class Cluster:
                 spawn=self.registry.spawn,
                 metrics=self.registry.metrics,
             )
+            mirror.on_join = self._join
+            mirror.on_leave = self._left
+            mirror.registered_with = await self.store.owner(session_id)
             self.mirrors[session_id] = mirror
             log.info("= %s: followed on this node (seq %s)", session_id, mirror.log.last_seq)
         self._mirrors_changed.set()

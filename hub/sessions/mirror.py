@@ -64,6 +64,10 @@ class MirrorSession(Session):
         self._forward = forward
         self.idle = False
         """No local client at the last directory scan (the next one stops following it)."""
+        self.on_join: Callable[[MirrorSession, ClientHandle], None] | None = None
+        self.on_leave: Callable[[MirrorSession, ClientHandle, str], None] | None = None
+        self.registered_with: str | None = None
+        """The owner this node told about its clients of this session."""
         self.load(restored)
 
     def load(self, restored: Restored) -> None:
@@ -80,6 +84,18 @@ class MirrorSession(Session):
         self.permission_policy = policy.get("permission", restored.record.permission_policy)
         agent = state.hub("_hub_agent") or {}
         self.lost = agent.get("status") == "lost" or restored.record.status == "lost"
+
+    def attach(self, client: ClientHandle, **kwargs: Any) -> dict[str, Any]:
+        cursor = super().attach(client, **kwargs)
+        if self.on_join is not None:
+            self.on_join(self, client)
+        return cursor
+
+    def detach(self, client: ClientHandle, *, reason: str = "detached") -> None:
+        attached = client.client_id in self.attached
+        super().detach(client, reason=reason)
+        if attached and self.on_leave is not None:
+            self.on_leave(self, client, reason)
 
     def emit(self, update: dict[str, Any], *, origin: str | None = None) -> int | None:
         """A mirror records nothing itself (its clients' presence stays on this node)."""

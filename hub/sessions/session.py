@@ -367,7 +367,8 @@ class Session:
         return cursor
 
     def _fanout_changed(self) -> None:
-        attachments = self.attached.values()
+        # Clients of other nodes (hub.sessions.cluster) get the events from the store.
+        attachments = [a for a in self.attached.values() if not getattr(a.client, "remote", False)]
         self._v2_pushes = tuple(a.push for a in attachments if a.v2)
         self._v1_attached = tuple(a for a in attachments if not a.v2)
 

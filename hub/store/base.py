@@ -218,6 +218,14 @@ class SharedStore(Store, Protocol):
         """The owner of each of ``session_ids`` now."""
         ...
 
+    async def heartbeat(self, ttl: float) -> None:
+        """Say this node is alive for ``ttl`` seconds."""
+        ...
+
+    async def alive(self, nodes: list[str]) -> set[str]:
+        """Which of ``nodes`` are alive."""
+        ...
+
     async def follow(self, positions: dict[str, int], block: float) -> dict[str, list[Row]]:
         """The stored events after ``positions[session_id]``, waiting up to ``block`` s."""
         ...

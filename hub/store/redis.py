@@ -343,6 +343,17 @@ class RedisStore(DurableStore):
         values = await self.redis.mget([_key(sid, "owner") for sid in session_ids])
         return {sid: _text(v) for sid, v in zip(session_ids, values, strict=True)}
 
+    async def heartbeat(self, ttl: float) -> None:
+        """Say this node is alive for ``ttl`` seconds."""
+        await self.redis.set(f"{PREFIX}:node:{self.node}:alive", b"1", px=max(1, int(ttl * 1000)))
+
+    async def alive(self, nodes: list[str]) -> set[str]:
+        """Which of ``nodes`` said they were alive within their ``ttl``."""
+        if not nodes:
+            return set()
+        values = await self.redis.mget([f"{PREFIX}:node:{n}:alive" for n in nodes])
+        return {n for n, v in zip(nodes, values, strict=True) if v is not None}
+
     async def follow(self, positions: dict[str, int], block: float) -> dict[str, list[Row]]:
         """The events after ``positions[session_id]`` of each session's stream, waiting up
         to ``block`` seconds for the first (one ``XREAD`` for all of them)."""

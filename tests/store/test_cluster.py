@@ -173,3 +173,77 @@ async def test_the_owner_killed_another_node_takes_over(
             await turns_ended(watcher, session_id, before + 1)
             seqs_contiguous(watcher, session_id)
         assert watchers[0].fold(session_id).snapshot() == watchers[1].fold(session_id).snapshot()
+
+
+def connection_id(client: AcpClient) -> str:
+    return str(client.init_result["_meta"]["acp-hub"]["connectionId"])
+
+
+def permission_requests(client: AcpClient) -> list[dict[str, Any]]:
+    return [r for r in client.requests if r["method"] == "session/request_permission"]
+
+
+async def listing(client: AcpClient, session_id: str, ids: set[str]) -> None:
+    def listed() -> set[str]:
+        presence = client.fold(session_id).hub("_hub_presence") or {}
+        return {str(r.get("clientId")) for r in presence.get("clients", [])}
+
+    await client.wait_for(lambda: listed() == ids)
+
+
+async def asked(client: AcpClient) -> None:
+    await client.wait_for(lambda: bool(permission_requests(client)))
+
+
+async def withdrawn(client: AcpClient, request_id: Any) -> None:
+    await client.wait_for(lambda: request_id in client.cancelled)
+
+
+async def resolved(client: AcpClient, session_id: str, permission_id: str) -> None:
+    def status() -> Any:
+        return (client.fold(session_id).permission(permission_id) or {}).get("status")
+
+    await client.wait_for(lambda: status() == "resolved")
+
+
+async def test_permissions_and_presence_span_every_node(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    async with three_nodes(tmp_path, redis_server) as (a, b, c), AsyncExitStack() as stack:
+        driver = await stack.enter_async_context(acp_client(a.url))
+        session_id = await driver.new_session(cwd=str(cwd))
+        on_b, on_c = [await stack.enter_async_context(acp_client(n.url)) for n in (b, c)]
+        for client in (on_b, on_c):
+            await watch(client, session_id)
+        everyone = {connection_id(x) for x in (driver, on_b, on_c)}
+
+        # Presence lists the clients of every node, on every node.
+        for client in (driver, on_b, on_c):
+            await listing(client, session_id, everyone)
+
+        await driver.prompt(session_id, "permission Edit it?")
+        for client in (driver, on_b, on_c):
+            await asked(client)
+        copies = {id(x): permission_requests(x)[0] for x in (driver, on_b, on_c)}
+        permission_id = copies[id(on_c)]["params"]["_meta"]["acp-hub"]["permissionId"]
+        assert {r["params"]["_meta"]["acp-hub"]["permissionId"] for r in copies.values()} == {
+            permission_id
+        }
+        # Answered on node C: the copies on A and B are withdrawn, C's answer counts.
+        await on_c.answer(
+            copies[id(on_c)]["id"], {"outcome": {"outcome": "selected", "optionId": "allow"}}
+        )
+        for client in (driver, on_b):
+            await withdrawn(client, copies[id(client)]["id"])
+        for client in (driver, on_b, on_c):
+            await resolved(client, session_id, permission_id)
+            record = client.fold(session_id).permission(permission_id) or {}
+            assert record["resolvedBy"]["clientId"] == connection_id(on_c)
+            await turns_ended(client, session_id, 1)
+        said = " ".join(
+            str(u.get("content", {}).get("text"))
+            for u in updates_of(driver, session_id, "agent_message_chunk")
+        )
+        assert "permission: selected allow" in said
