@@ -12,7 +12,8 @@ import pytest
 from acp import RequestError, text_block
 from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
-from tests.bridge.harness import TIMEOUT, EditorClient, spawn_bridge
+from tests.bridge.harness import TIMEOUT, EditorClient, bridge_env, spawn_bridge
+from tests.credentials import owner_token, token
 from tests.server.harness import AcpClient, acp_client, running_hub, scripted_agent
 
 pytestmark = pytest.mark.anyio
@@ -166,3 +167,33 @@ async def test_errors_reach_the_editor_as_json_rpc_errors(tmp_path: Path) -> Non
                 await run.conn.new_session(cwd="relative/path")
             assert relative.value.code == -32602
     assert TIMEOUT > 0
+
+
+async def test_the_token_goes_as_a_bearer_and_a_refused_one_is_named(tmp_path: Path) -> None:
+    async with running_hub([scripted_agent()]) as hub:
+        # --token: sent as Authorization: Bearer on the upgrade (the URL carries none).
+        async with spawn_bridge(hub.bare_url, tmp_path, "--token", owner_token()) as run:
+            init = await initialize(run.conn)
+            assert (init.field_meta or {})["acp-hub"]["role"] == "owner"
+            await run.conn.new_session(cwd=str(tmp_path))
+        # ACP_HUB_TOKEN: the same, from the environment; a viewer's token gives a viewer.
+        viewer = bridge_env(ACP_HUB_TOKEN=token("viewer"))
+        async with spawn_bridge(hub.bare_url, tmp_path, env=viewer) as run:
+            init = await initialize(run.conn)
+            assert (init.field_meta or {})["acp-hub"]["role"] == "viewer"
+            with pytest.raises(RequestError) as forbidden:
+                await run.conn.new_session(cwd=str(tmp_path))
+            assert forbidden.value.code == -32040
+        async with spawn_bridge(hub.bare_url, tmp_path, "--token", "not-a-token") as run:
+            with pytest.raises(RequestError) as refused:
+                await initialize(run.conn)
+            assert refused.value.code == -32000
+            assert "refused the token (HTTP 401)" in str(refused.value)
+            assert "not-a-token" not in run.log_text()  # never logged
+        async with spawn_bridge(hub.bare_url, tmp_path) as run:
+            with pytest.raises(RequestError) as missing:
+                await initialize(run.conn)
+            assert missing.value.code == -32000
+            assert "requires a token (HTTP 401): pass --token or set ACP_HUB_TOKEN" in str(
+                missing.value
+            )
