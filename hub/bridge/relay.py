@@ -338,7 +338,7 @@ class Bridge:
         except VersionError as exc:
             await self._to_editor(jsonrpc.error(editor_id, invalid_params(str(exc))))
             return
-        self._hub_init = _hub_initialize_params(version, params)
+        self._hub_init = hub_initialize_params(version, params)
         self.version = version
         try:
             ws = await connect_hub(self.target)
@@ -826,7 +826,7 @@ def _with_hub_meta(params: dict[str, Any], *, keep: bool = False, **values: Any)
     return {**params, "_meta": meta}
 
 
-def _hub_initialize_params(version: int, params: dict[str, Any]) -> dict[str, Any]:
+def hub_initialize_params(version: int, params: dict[str, Any]) -> dict[str, Any]:
     """The hub's ``initialize``: the editor's, in its version, with the editor's client
     capabilities less ``fs`` and ``terminal`` (the hub never relays those requests), and, on
     v1, the hub's events asked for (contiguous seqs, turn ends for the cursor logic)."""

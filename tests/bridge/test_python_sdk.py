@@ -12,6 +12,7 @@ import pytest
 from acp import RequestError, text_block
 from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
+from hub.bridge.relay import hub_initialize_params
 from tests.bridge.harness import TIMEOUT, EditorClient, bridge_env, spawn_bridge
 from tests.credentials import owner_token, token
 from tests.server.harness import AcpClient, acp_client, running_hub, scripted_agent
@@ -197,3 +198,32 @@ async def test_the_token_goes_as_a_bearer_and_a_refused_one_is_named(tmp_path: P
             assert "requires a token (HTTP 401): pass --token or set ACP_HUB_TOKEN" in str(
                 missing.value
             )
+
+
+async def test_list_and_load_are_the_hubs(tmp_path: Path) -> None:
+    async with running_hub([scripted_agent("scripted", 2, "--ack-message-id")]) as hub:
+        async with spawn_bridge(hub.url, tmp_path) as first:
+            await initialize(first.conn)
+            session_id = (await first.conn.new_session(cwd=str(tmp_path))).session_id
+            await first.conn.prompt(session_id=session_id, prompt=[text_block("say remember me")])
+        editor = EditorClient()
+        async with spawn_bridge(hub.url, tmp_path, editor=editor) as run:
+            await initialize(run.conn)
+            listed = await run.conn.list_sessions()
+            assert [s.session_id for s in listed.sessions] == [session_id]
+            # session/load replays the history before its answer, as ACP asks.
+            await run.conn.load_session(cwd=str(tmp_path), session_id=session_id)
+            assert editor.texts() == ["remember me"]
+            assert "say remember me" in "".join(editor.texts("user_message_chunk"))
+
+
+def test_the_hub_is_not_told_of_the_editors_fs_and_terminal() -> None:
+    caps = {"fs": {"readTextFile": True}, "terminal": True, "elicitation": {"form": {}}}
+    v1 = hub_initialize_params(1, {"protocolVersion": 1, "clientCapabilities": caps})
+    assert v1["clientCapabilities"] == {"elicitation": {"form": {}}}
+    assert v1["_meta"]["acp-hub"]["events"] is True  # contiguous seqs for the cursor
+    v2 = hub_initialize_params(
+        2, {"protocolVersion": 2, "capabilities": caps, "_meta": {"acp-hub": {"batches": True}}}
+    )
+    assert v2["capabilities"] == {"elicitation": {"form": {}}}
+    assert v2["_meta"]["acp-hub"] == {}  # one message per line: no batches
