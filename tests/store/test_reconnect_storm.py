@@ -1,0 +1,121 @@
+"""A reconnect storm: a thousand clients of a node that is killed reconnect through the other
+nodes with their cursors, and every one of them resumes without a gap, a duplicate or a reset.
+
+Three real hub processes on one real redis-server; the session is owned by node B; the
+observers all watch it through node C (which follows B's stream). C is killed (SIGKILL) while
+the agent streams; each observer reconnects to A or B with the cursor of the last event it got
+and must continue exactly after it until the turn ends. How long the storm took is printed
+(``-s``); the benchmarks measure it, this test checks that nobody is left behind.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.redis_server import RedisServer
+from tests.server.harness import AcpClient, acp_client
+from tests.store.test_cluster import chunks_seen, three_nodes, turns_ended, updates_of
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(600)]
+
+OBSERVERS = 1000
+CONNECTING = 50
+"""Observers connecting at once (a storm, not a SYN flood of the test machine)."""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def cursor_of(client: AcpClient, session_id: str) -> tuple[int, int]:
+    last = [
+        p["_meta"]["acp-hub"]
+        for p in client.session_updates(session_id)
+        if "seq" in p.get("_meta", {}).get("acp-hub", {})
+    ][-1]
+    return int(last["epoch"]), int(last["seq"])
+
+
+async def test_a_thousand_clients_of_a_killed_node_resume_elsewhere(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    async with three_nodes(tmp_path, redis_server) as (a, b, c), acp_client(b.url) as driver:
+        session_id = await driver.new_session(cwd=str(cwd))
+        await driver.prompt(session_id, "slow 3 1")  # a first turn: something to replay
+        await turns_ended(driver, session_id, 1)
+        limiter = anyio.CapacityLimiter(CONNECTING)
+        attached = 0
+        all_attached = anyio.Event()
+        reconnected: list[float] = []
+        problems: list[str] = []
+        killed_at = 0.0
+
+        async def observer(index: int) -> None:
+            nonlocal attached
+            async with limiter:
+                first_cm = acp_client(c.url)
+                first = await first_cm.__aenter__()
+            try:
+                await first.call(
+                    "session/resume",
+                    {
+                        "sessionId": session_id,
+                        "cwd": "/",
+                        "replayFrom": {"type": "start"},
+                        "_meta": {"acp-hub": {"role": "viewer"}},
+                    },
+                    timeout=120,
+                )
+                attached += 1
+                if attached == OBSERVERS:
+                    all_attached.set()
+                await first.wait_for(lambda: first.close_code is not None, timeout=300)
+            finally:
+                await first_cm.__aexit__(None, None, None)
+            epoch, seq = cursor_of(first, session_id)
+            seen = first.seqs(session_id)
+            target = (a, b)[index % 2]
+            async with limiter:
+                second_cm = acp_client(target.url)
+                second = await second_cm.__aenter__()
+            try:
+                await second.call(
+                    "session/resume",
+                    {
+                        "sessionId": session_id,
+                        "cwd": "/",
+                        "replayFrom": {"type": "_hub_after", "epoch": epoch, "seq": seq},
+                        "_meta": {"acp-hub": {"role": "viewer"}},
+                    },
+                    timeout=120,
+                )
+                reconnected.append(time.monotonic() - killed_at)
+                await turns_ended(second, session_id, 1)
+                more = second.seqs(session_id)
+                if updates_of(second, session_id, "_hub_reset"):
+                    problems.append(f"{index}: reset")
+                joined = seen + more
+                if joined != list(range(joined[0], joined[0] + len(joined))):
+                    problems.append(f"{index}: seqs {seen[-3:]} then {more[:3]}")
+            finally:
+                await second_cm.__aexit__(None, None, None)
+
+        async with anyio.create_task_group() as tg:
+            for index in range(OBSERVERS):
+                tg.start_soon(observer, index)
+            with anyio.fail_after(300):
+                await all_attached.wait()
+            await driver.prompt(session_id, "slow 150 40")
+            await chunks_seen(driver, session_id, 10)
+            killed_at = time.monotonic()
+            await c.kill()
+        assert problems == []
+        assert len(reconnected) == OBSERVERS
+        print(f"\n{OBSERVERS} clients live again within {max(reconnected):.2f} s of the kill")
