@@ -161,6 +161,10 @@ async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
             "version": __version__,
         }
     }
+    if arbiter.allows(conn.role, arbiter.required_role("session/new")):
+        # Where a session may work, for the page that starts one; host paths are not shown to
+        # those who cannot start sessions.
+        meta["acp-hub"]["workspaceRoots"] = [str(root) for root in conn.registry.workspace_roots]
     hub_info = {"name": "acp-hub", "title": "acp-hub", "version": __version__}
     auth_methods = _auth_methods(conn)
     log.info("= %s: initialized v%d as %s (%s)", conn.connection_id, version, conn.role, conn.name)

@@ -46,7 +46,7 @@ def test_session_of_a_hundred_thousand_updates_opens_smoothly(hub: Hub, new_page
     listing = new_page()
     listing.goto(f"{hub.url}/")
     listing.wait_for_selector(
-        f"tr[data-session-id='{session}'] .state-badge:has-text('end turn')", timeout=240_000
+        f".card[data-session-id='{session}'] .state-badge:has-text('end turn')", timeout=240_000
     )
 
     page = new_page()
