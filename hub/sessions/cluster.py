@@ -115,7 +115,6 @@ class Cluster:
         """Every session of the store's directory and its owner, as of the last scan."""
         self._mirrors_changed = anyio.Event()
         self._pending: dict[str, _Pending] = {}
-        self._scanned = anyio.Event()
         self.proxies: dict[tuple[str, str], RemoteClient] = {}
         """Owner side: the clients of other nodes attached to sessions owned here."""
         self._calls: dict[str, ReplyHandler] = {}
@@ -147,8 +146,7 @@ class Cluster:
                 if not failing:
                     log.warning("! cluster: renewing and scanning failed: %s", exc)
                 failing = True
-            self._scanned.set()
-            self._scanned = anyio.Event()
+            self.store.reads_failing = failing
             await anyio.sleep(lease / 3)
 
     async def _scan(self) -> None:

@@ -182,6 +182,8 @@ class Store(Protocol):
 
     shared: bool
     """Whether several hub nodes can share this store (then sessions have owners)."""
+    reads_failing: bool
+    """Set while this node's reads of a shared store fail (``healthy`` is then ``False``)."""
     node: str
     """This store instance's token: the node's name as owner and writer."""
 

@@ -177,6 +177,9 @@ class DurableStore(ABC):
         self._done = 0
         self._healthy = True
         self._writing_since: float | None = None
+        self.reads_failing = False
+        """Set by the node's readers of a shared store (``hub.sessions.cluster``) while their
+        reads fail: a node that cannot follow the others is not ready either."""
         self._running = False
         self.write_failures = 0
 
@@ -244,7 +247,7 @@ class DurableStore(ABC):
         while: it just does not answer)."""
         started = self._writing_since
         stalled = started is not None and time.monotonic() - started > STALLED
-        return self._healthy and not stalled
+        return self._healthy and not stalled and not self.reads_failing
 
     @property
     def backlog(self) -> int:

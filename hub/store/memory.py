@@ -21,6 +21,7 @@ class MemoryStore:
     kind = "memory"
     durable = False
     shared = False
+    reads_failing = False
     write_failures = 0
 
     def __init__(self) -> None:
