@@ -29,7 +29,7 @@ def test_quick_bench_runs_every_scenario_correctly(tmp_path: Path) -> None:
         [sys.executable, "-m", "tests.bench.run", "--quick", "--json", str(raw)],
         cwd=ROOT,
         capture_output=True,
-        timeout=150,
+        timeout=180,
         check=False,
     )
     log = done.stderr.decode(errors="replace")

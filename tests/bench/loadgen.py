@@ -1,7 +1,8 @@
 """The load generator process: runs one scenario against one server and prints its result.
 
 ``python -m tests.bench.loadgen '<json spec>'`` where the spec is ``{"scenario": "S1",
-"kind": "hub"|"baseline", "host", "port", "server_pid", "params": {...}}``. The result is
+"kind": "hub"|"baseline", "host", "port", "server_pid", "params": {...}}``, with
+``"second_port"`` for a second hub node (observers split between the two). The result is
 printed as one JSON line on stdout. The harness (``run.py``) pins this process to its own
 core; it uses uvloop when available, like the servers.
 """
@@ -15,7 +16,7 @@ from typing import Any
 
 from tests.bench import loop
 from tests.bench.scenarios import SCENARIOS, Result
-from tests.bench.targets import make_target
+from tests.bench.targets import SplitHubTarget, make_target
 
 __all__ = ["main", "raise_nofile"]
 
@@ -33,6 +34,8 @@ def raise_nofile(wanted: int = 65536) -> int:
 async def _run(spec: dict[str, Any]) -> Result:
     version = int(spec["params"].get("observer_version", 2))
     target = make_target(spec["kind"], spec["host"], int(spec["port"]), version)
+    if spec.get("second_port"):
+        target = SplitHubTarget(spec["host"], int(spec["port"]), int(spec["second_port"]))
     scenario = SCENARIOS[spec["scenario"]]
     return await scenario(target, spec["params"], int(spec["server_pid"]))
 

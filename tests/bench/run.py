@@ -100,6 +100,16 @@ FULL: dict[str, dict[str, Any]] = {
         "warmup_s": 1.0,
         "phased": False,
     },
+    # One session, observers on one node vs split over two nodes sharing Redis: the remote
+    # path's cost (a moderate rate, far below saturation).
+    "S2-nodes": {
+        "sessions": 1,
+        "observers": 200,
+        "rate": 20.0,
+        "seconds": 6.0,
+        "warmup_s": 1.0,
+        "phased": False,
+    },
     "S4": {
         "observers": 100,
         "preload": 100_000,
@@ -147,6 +157,8 @@ QUICK: dict[str, dict[str, Any]] = {
                   "warmup_s": 0.3, "phased": True},
     "S2-store": {"sessions": 10, "observers": 3, "rate": 20.0, "seconds": 1.0,
                  "warmup_s": 0.3, "phased": False},
+    "S2-nodes": {"sessions": 1, "observers": 10, "rate": 20.0, "seconds": 1.0,
+                 "warmup_s": 0.3, "phased": False},
     "S4": {**FULL["S4"], "observers": 5, "preload": 2000, "window_s": 1.0},
     "S5": {**FULL["S5"], "observers": 5, "behind": 100, "blips": 5},
     "S7": {**FULL["S7"], "observers": 10, "rate": 400.0, "bound": 64 * 1024, "window_s": 1.0,
@@ -158,8 +170,10 @@ QUICK: dict[str, dict[str, Any]] = {
 HUB_ONLY = {"S4", "S5", "S7"}
 """Scenarios about replay, cursors and the outbox, which the baseline does not have."""
 
-STORES = {"S2-store": ["hub", "hub-sqlite", "hub-redis"]}
-"""Scenarios run against the hub on each store (``hub`` is the memory store), not the baseline."""
+STORES = {"S2-store": ["hub", "hub-sqlite", "hub-redis"], "S2-nodes": ["hub-redis", "hub-2nodes"]}
+"""Scenarios run against variants of the hub, not the baseline; the first is the reference:
+``hub`` (the memory store), ``hub-sqlite``, ``hub-redis`` (one node on Redis), ``hub-2nodes``
+(two nodes on one Redis, the observers split between them)."""
 
 
 @dataclass
@@ -217,6 +231,7 @@ def run_one(
     """One run of scenario ``name`` against a fresh server of ``kind``."""
     log = logs / f"{name}-{kind}-{run}.log"
     server: Server | None = None
+    second: Server | None = None
     redis: RedisServer | None = None
     try:
         if kind == "baseline":
@@ -230,12 +245,23 @@ def run_one(
             extra: list[str] = []
             if kind == "hub-sqlite":
                 extra = ["--store", f"sqlite:///{logs}/{name}-{run}.db"]
-            elif kind == "hub-redis":
+            elif kind in ("hub-redis", "hub-2nodes"):
                 # Redis runs beside the load generator, off the hub's core, as a remote one would.
                 redis = start_redis(logs / f"{name}-redis-{run}", place.loadgen)
                 extra = ["--store", redis.url]
             server = start_hub(log, place.server, place.agent, config=config, extra=extra)
+            if kind == "hub-2nodes":
+                # The second node shares the first one's core: the remote path, not more CPU.
+                second = start_hub(
+                    logs / f"{name}-{kind}-{run}-b.log",
+                    place.server,
+                    place.agent,
+                    config=config,
+                    extra=extra,
+                )
     except (ServerFailed, RuntimeError) as exc:
+        if server is not None:
+            server.stop()
         if redis is not None:
             redis.kill()
         return {"error": str(exc)}
@@ -249,6 +275,8 @@ def run_one(
         "server_pid": server.pid,
         "params": params,
     }
+    if second is not None:
+        spec["second_port"] = second.port
     try:
         done = subprocess.run(
             [sys.executable, "-m", "tests.bench.loadgen", json.dumps(spec)],
@@ -263,6 +291,8 @@ def run_one(
         return {"error": f"the load generator took more than {budget:.0f} s"}
     finally:
         server.stop()
+        if second is not None:
+            second.stop()
         if redis is not None:
             redis.kill()
     lines = done.stdout.decode(errors="replace").strip().splitlines()
@@ -432,6 +462,19 @@ def _verdict(outcome: Outcome) -> Verdict:
             m >= 0.5 if r else None,
             m >= 0.75 if r else None,
         )
+    if key == "S2-nodes":
+        one, two = _values(o, "hub-redis", "p99_ms"), _values(o, "hub-2nodes", "p99_ms")
+        if not one or not two:
+            return Verdict("p99 ms added by the remote path", "n/a", "< 5 ms", "", None, None)
+        added = median(two) - median(one)
+        return Verdict(
+            "p99 ms, observers split over 2 nodes vs all on 1 (added)",
+            f"{median(two):.1f} vs {median(one):.1f} (+{added:.1f} ms)",
+            "< 5 ms added",
+            "",
+            added < 5.0,
+            None,
+        )
     if key in STORES:
         parts, oks = [], []
         for kind in STORES[key][1:]:
@@ -517,6 +560,7 @@ TITLES = {
     "S2": "S2 wide: many sessions with a few observers each, at half the baseline's saturation",
     "S2-phased": "S2, each session's stream at its own random phase",
     "S2-store": "S2 on each store: the hub on memory, SQLite and Redis, same run (store cost)",
+    "S2-nodes": "Cross-node: one session's observers all on one node vs split over two on Redis",
     "S4": "S4 late join: full replay of a long session while updates keep arriving",
     "S5": "S5 short blip: reconnect with a cursor behind the live edge",
     "S7": "S7 slow consumer: one observer stops reading",
@@ -640,10 +684,13 @@ def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) ->
                     if f not in figures:
                         figures.append(f)
         if o.name in STORES:
+            kinds = STORES[o.name]
+            head = [k.removeprefix("hub-") if k != "hub" else "memory" for k in kinds]
+            ratios_head = [f"{h} / {head[0]}" for h in head[1:]]
             lines += [
                 "",
-                "| figure | memory | sqlite | redis | sqlite / memory | redis / memory |",
-                "|---|---|---|---|---|---|",
+                "| figure | " + " | ".join(head + ratios_head) + " |",
+                "|---|" + "---|" * (len(head) + len(ratios_head)),
             ]
             for f in figures:
                 cells = [_fmt(_values(o, kind, f)) for kind in STORES[o.name]]

@@ -180,6 +180,30 @@ class HubTarget:
         session.creator.notify("session/cancel", {"sessionId": session.id})
 
 
+class SplitHubTarget(HubTarget):
+    """Two hub nodes sharing one Redis: sessions are created on the first, observers attach
+    alternately to the first and the second (which follows the session through Redis)."""
+
+    def __init__(self, host: str, port: int, second_port: int) -> None:
+        super().__init__(host, port)
+        self.second_port = second_port
+        self._next = 0
+
+    async def open_observer(self, recorder: Recorder) -> Conn:
+        self._next += 1
+        port = self.port if self._next % 2 else self.second_port
+        conn = await connect(self.host, port, "/acp", recorder)
+        await conn.request(
+            "initialize",
+            {
+                "protocolVersion": 2,
+                "info": {"name": "acp-hub-bench", "version": "0.1.0"},
+                "capabilities": {},
+            },
+        )
+        return conn
+
+
 class BaselineTarget:
     """The baseline broadcast server at ``host:port``."""
 
