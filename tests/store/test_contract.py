@@ -378,3 +378,54 @@ async def test_a_stalled_redis_delays_writes_and_loses_nothing(redis_server: Red
         read = await store.read_after("s-1", 0)
         assert read is not None
         assert same_rows(read, rows)
+
+
+async def test_ownership_is_exclusive_on_a_shared_store(store_url: str) -> None:
+    """One owner per session on a shared store (a lease: claimed, renewed, released, taken
+    by another node once released); a store that is not shared grants it always."""
+    async with running(store_url) as one, running(store_url) as two:
+        assert await one.claim("s-1", 30.0)
+        if not one.shared:
+            assert await two.claim("s-1", 30.0)
+            assert await one.renew(["s-1"], 30.0) == []
+            return
+        assert await one.owner("s-1") == one.node
+        assert not await two.claim("s-1", 30.0)
+        assert await one.claim("s-1", 30.0)  # the owner claims again: renewed
+        assert await one.renew(["s-1", "s-2"], 30.0) == ["s-2"]
+        assert await two.renew(["s-1"], 30.0) == ["s-1"]
+        await two.release(["s-1"])  # not its to release
+        assert await one.owner("s-1") == one.node
+        await one.release(["s-1"])
+        assert await one.owner("s-1") is None
+        assert await two.claim("s-1", 30.0)
+        assert await two.owner("s-1") == two.node
+
+
+async def test_a_lease_not_renewed_expires(redis_server: RedisServer) -> None:
+    async with running(redis_server.url) as one, running(redis_server.url) as two:
+        assert await one.claim("s-1", 0.05)
+        with anyio.fail_after(10):
+            while not await two.claim("s-1", 30.0):  # noqa: ASYNC110 - Redis's clock expires it
+                await anyio.sleep(0.02)
+        assert await one.renew(["s-1"], 30.0) == ["s-1"]
+
+
+async def test_reading_a_session_takes_nothing_over(store_url: str) -> None:
+    durable(store_url)
+    async with running(store_url) as writer:
+        await writer.save_record(record("s-1"))
+        log = writer.open_log("s-1", **BOUNDS)
+        Writer("s-1", log).many(5)
+        await writer.flush()
+        async with running(store_url) as reader:
+            copy = await reader.read_session("s-1", **BOUNDS)
+            assert copy is not None
+            assert not isinstance(copy.log, WrittenLog)
+            assert (copy.log.epoch, copy.log.last_seq) == (log.epoch, 5)
+            assert len(copy.updates) == 5
+        # The writer still writes its log: nothing was fenced.
+        Writer("s-1", log).many(1)
+        await writer.flush()
+        assert isinstance(log, WrittenLog)
+        assert not log.fenced
