@@ -106,10 +106,11 @@ async def test_the_python_sdk_http_client_runs_a_whole_turn() -> None:
             assert http_conn.conn.version == 1
         finally:
             await conn.close()
-        # close() DELETEd the connection: the hub forgot it.
+        # close() DELETEd the connection: it ended (1000) and the hub forgot it.
         with anyio.fail_after(10):
-            while hub.app.http.connections:  # noqa: ASYNC110 - no event for a connection's end
-                await anyio.sleep(0.01)
+            await http_conn.ended.wait()
+        assert http_conn.conn.outbox.close_code == 1000
+        assert not hub.app.http.connections
 
 
 async def test_the_sdk_default_http2_client_falls_back_to_http11_against_uvicorn() -> None:
@@ -369,12 +370,12 @@ async def test_bad_requests_get_the_rfds_status_codes() -> None:
         assert (
             await http.post(url, content=orjson.dumps(list_req), headers=foreign)
         ).status_code == 403
+        deleted = hub.app.http.connections[connection_id]
         assert (
             await http.delete(url, headers={"Acp-Connection-Id": connection_id})
         ).status_code == 202
         with anyio.fail_after(10):
-            while connection_id in hub.app.http.connections:  # noqa: ASYNC110
-                await anyio.sleep(0.01)
+            await deleted.ended.wait()
         assert (
             await http.post(url, content=orjson.dumps(list_req), headers=conn)
         ).status_code == 404
