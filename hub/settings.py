@@ -104,6 +104,10 @@ class Settings:
     # Agents.
     max_line_bytes: int = 32 * MIB
     """Longest line an agent may write on stdout."""
+    agent_response_timeout: float = 60.0
+    """How long an agent may take to answer a session request (``session/new``, resume,
+    close, delete, config options) and to end a turn after ``session/cancel``; then the
+    request fails with ``-32042`` and the hub ends the turn itself (``0``: wait for ever)."""
     stderr_lines: int = 500
 
     # Arbitration.
@@ -207,7 +211,12 @@ class Settings:
             )
         if self.mcp_servers not in MCP_POLICIES:
             raise ValueError(f"mcp_servers must be one of {MCP_POLICIES}")
-        for name in ("max_sessions", "max_sessions_per_principal", "idle_session_timeout"):
+        for name in (
+            "max_sessions",
+            "max_sessions_per_principal",
+            "idle_session_timeout",
+            "agent_response_timeout",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
         for name in (

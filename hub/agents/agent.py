@@ -82,6 +82,11 @@ class RestartPolicy:
     backoff_max: float = 5.0
     healthy_after: float = 10.0
     initialize_timeout: float = 30.0
+    response_timeout: float | None = 60.0
+    """How long the hub waits for the answer to a session request (``session/new``, resume,
+    load, close, delete, config options, mode) before it fails with ``AGENT_UNAVAILABLE``
+    and is withdrawn; ``None``: for ever. Not for ``session/prompt``, whose answer may
+    legitimately come at the end of a turn, nor for a login, which waits for a person."""
     drain_timeout: float = 2.0
     shutdown: ShutdownTimings = field(default_factory=ShutdownTimings)
 
@@ -275,6 +280,7 @@ class Agent:
                     on_request_seen=live.inbound.on_request_seen,
                     max_line=self._max_line,
                     dispatch_batch=self._dispatch_batch,
+                    response_timeout=self.policy.response_timeout,
                 )
                 tg.start_soon(self._read, live)
                 tg.start_soon(process.pump_stderr)
@@ -528,14 +534,14 @@ class Agent:
         """``session/close``; the sink is dropped."""
         dialect = await self._ready()
         dialect.require("close", "session/close")
-        await dialect.conn.request("session/close", {"sessionId": session_id})
+        await dialect.conn.request("session/close", {"sessionId": session_id}, deadline=True)
         self._sessions.drop(session_id)
 
     async def delete_session(self, session_id: str) -> None:
         """``session/delete``; the sink is dropped."""
         dialect = await self._ready()
         dialect.require("delete", "session/delete")
-        await dialect.conn.request("session/delete", {"sessionId": session_id})
+        await dialect.conn.request("session/delete", {"sessionId": session_id}, deadline=True)
         self._sessions.drop(session_id)
 
     async def prompt(self, session_id: str, blocks: Sequence[dict[str, Any]]) -> PromptAck:

@@ -28,10 +28,11 @@ passes one that holds its writes to clients until the group is dispatched
 Anything the reader writes (error replies) goes through a task: an agent blocked writing to a
 full stdout pipe is not reading its stdin, and the reader must not deadlock on it.
 
-``request`` sends a request and waits for its answer. If the waiting task is cancelled, the
-request is withdrawn: forgotten locally (a late answer is ignored) and ``$/cancel_request``
-is sent to the agent. ``start_request`` sends without waiting and calls ``on_reply`` from the
-reader, in stream order, when the answer arrives (used for v1 prompt turns).
+``request`` sends a request and waits for its answer. If the waiting task is cancelled, or
+the request has a deadline (``response_timeout``) that passes, the request is withdrawn:
+forgotten locally (a late answer is ignored) and ``$/cancel_request`` is sent to the agent.
+``start_request`` sends without waiting and calls ``on_reply`` from the reader, in stream
+order, when the answer arrives (used for v1 prompt turns).
 ``close(error)`` fails every pending request with ``error``: nothing waits forever on a
 dead agent.
 """
@@ -121,8 +122,12 @@ class Connection:
         on_request_seen: NotificationHandler | None = None,
         max_line: int = DEFAULT_MAX_LINE,
         dispatch_batch: DispatchBatch = contextlib.nullcontext,
+        response_timeout: float | None = None,
     ) -> None:
         self.name = name
+        self.response_timeout = response_timeout
+        """How long a request made with ``deadline`` waits for its answer (``None``: for
+        ever)."""
         self._send_stream = send
         self._receive = receive
         self._tg = task_group
@@ -191,6 +196,7 @@ class Connection:
         params: dict[str, Any] | None = None,
         *,
         on_reply: ReplyHook | None = None,
+        deadline: bool = False,
     ) -> Any:
         """Send a request and return its result.
 
@@ -200,20 +206,30 @@ class Connection:
 
         Raises ``AgentError`` with the agent's error, or ``AGENT_UNAVAILABLE`` if the agent
         is (or goes) down. If the calling task is cancelled, the request is withdrawn with
-        ``$/cancel_request`` and its late answer ignored.
+        ``$/cancel_request`` and its late answer ignored. With ``deadline``, an agent that
+        does not answer within ``response_timeout`` seconds is treated the same way and the
+        request fails with ``AGENT_UNAVAILABLE`` (a stopped or wedged agent must not hold a
+        client's request for ever).
         """
         pending = _Outgoing(method, on_reply)
         request_id = self._register(pending)
+        limit = self.response_timeout if deadline else None
         try:
-            await self._write(jsonrpc.request(request_id, method, params))
-            await pending.done.wait()
-        except BaseException:
+            with anyio.fail_after(limit):
+                await self._write(jsonrpc.request(request_id, method, params))
+                await pending.done.wait()
+        except BaseException as exc:
             if self._outgoing.resolve(request_id) is not None and self._closed is None:
                 logger.info("= agent %s: withdrawing %s (id %d)", self.name, method, request_id)
                 self._tg.start_soon(
                     self._write_quietly,
                     jsonrpc.notification(CANCEL_REQUEST, {"requestId": request_id}),
                 )
+            if isinstance(exc, TimeoutError) and limit is not None:
+                logger.warning("! agent %s: no answer to %s within %ss", self.name, method, limit)
+                raise agent_unavailable(
+                    self.name, f"no answer to {method} within {limit:g}s"
+                ) from None
             raise
         if pending.error is not None:
             raise AgentError(pending.error)

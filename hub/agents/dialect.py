@@ -148,7 +148,7 @@ class Dialect:
                 holder.append(entry)
 
         params = {"cwd": cwd, "mcpServers": self._mcp_servers(mcp_servers)}
-        result = await self.conn.request("session/new", params, on_reply=on_reply)
+        result = await self.conn.request("session/new", params, on_reply=on_reply, deadline=True)
         if not holder:
             raise agent_unavailable(self.name, f"session/new answered {result!r}")
         entry = holder[0]
@@ -185,7 +185,7 @@ class Dialect:
         """v1 ``session/set_mode``; the new mode reaches the sink as a config option."""
         self.require("set_mode", "session/set_mode")
         await self.conn.request(
-            "session/set_mode", {"sessionId": entry.session_id, "modeId": mode_id}
+            "session/set_mode", {"sessionId": entry.session_id, "modeId": mode_id}, deadline=True
         )
         if entry.translator is not None:
             for update in entry.translator.mode_set(mode_id):
@@ -301,7 +301,7 @@ class V1Dialect(Dialect):
             "mcpServers": self._mcp_servers(entry.mcp_servers),
         }
         try:
-            await self.conn.request(method, params, on_reply=on_reply)
+            await self.conn.request(method, params, on_reply=on_reply, deadline=True)
         finally:
             entry.swallow = False
         return {"configOptions": translator.config_options} if setup else {}
@@ -350,7 +350,7 @@ class V1Dialect(Dialect):
             method, v1_params = translator.set_config_option({**params, "value": value})
         except (InvalidParams, TranslationError) as exc:
             raise refusal(self.name, exc) from None
-        result = await self.conn.request(method, v1_params)
+        result = await self.conn.request(method, v1_params, deadline=True)
         if method == "session/set_mode":
             translator.mode_set(str(value))
             return translator.config_options
@@ -437,7 +437,7 @@ class V2Dialect(Dialect):
         params: dict[str, Any] = {"sessionId": entry.session_id, "cwd": entry.cwd}
         if entry.mcp_servers:
             params["mcpServers"] = entry.mcp_servers
-        result = await self.conn.request("session/resume", params)
+        result = await self.conn.request("session/resume", params, deadline=True)
         return result if isinstance(result, dict) else {}
 
     async def prompt(self, entry: AgentSession, blocks: Sequence[dict[str, Any]]) -> PromptAck:
@@ -471,7 +471,7 @@ class V2Dialect(Dialect):
             "type": kind,
             "value": value,
         }
-        result = await self.conn.request("session/set_config_option", params)
+        result = await self.conn.request("session/set_config_option", params, deadline=True)
         return dicts(result.get("configOptions") if isinstance(result, dict) else None)
 
     def updates(self, entry: AgentSession, update: dict[str, Any]) -> list[dict[str, Any]]:

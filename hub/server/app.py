@@ -36,6 +36,7 @@ from starlette.websockets import WebSocket
 from hub import __version__
 from hub.access.gate import Admission, Gate
 from hub.access.principal import Principal, Refusal
+from hub.agents.agent import RestartPolicy
 from hub.agents.spec import AgentSpec
 from hub.agents.supervisor import Supervisor
 from hub.server import transport
@@ -139,6 +140,7 @@ class HubApp:
                 self.default_agent,
                 max_line=self.settings.max_line_bytes,
                 stderr_lines=self.settings.stderr_lines,
+                policy=RestartPolicy(response_timeout=self.settings.agent_response_timeout or None),
                 dispatch_batch=transport.held_writes,
             ) as supervisor,
         ):

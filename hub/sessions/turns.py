@@ -29,11 +29,13 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
 from hub.protocol.errors import (
+    AGENT_UNAVAILABLE,
     NOT_LEASE_HOLDER,
     QUEUE_FULL,
     REQUEST_CANCELLED,
@@ -102,6 +104,9 @@ class Turn:
     id_known: anyio.Event = field(default_factory=anyio.Event)
     started: float = field(default_factory=time.monotonic)
     """When the hub took the prompt to the agent (``time.monotonic``), for the metrics."""
+    accepting: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    """Around the wait for the agent to accept the prompt: cancelled when the hub ends the
+    turn itself (``Turns.cancel``'s deadline)."""
 
 
 class Turns:
@@ -114,6 +119,7 @@ class Turns:
         self.aliases: dict[str, str] = {}
         """User message ids the agent gave to prompts the hub had named when it queued them:
         the agent's id -> the hub's."""
+        self._watching = False  # a cancel deadline runs for a turn the hub did not start
 
     @property
     def busy(self) -> bool:
@@ -174,7 +180,8 @@ class Turns:
         self.current = turn
         session.changed()
         try:
-            ack = await session.agent.prompt(session.agent_session_id, blocks)
+            with turn.accepting:
+                ack = await session.agent.prompt(session.agent_session_id, blocks)
         except BaseException as exc:
             # Whatever went wrong, the turn must not outlive its start: the next prompt
             # would queue behind it for good.
@@ -185,6 +192,9 @@ class Turns:
                 log.exception("! %s: the prompt could not be sent to the agent", session.id)
                 raise SessionFailure(internal_error("the prompt could not be sent")) from exc
             raise  # cancelled: the sender is gone or withdrew the request
+        if turn.accepting.cancelled_caught:
+            # The hub ended the turn (cancel deadline) before the agent even accepted it.
+            raise SessionFailure(turn.error or hub_error(AGENT_UNAVAILABLE, "turn ended"))
         if ack.message_id is not None and not turn.attributed:
             self._attribute(turn, client, ack.message_id)
         if client.version >= 2:
@@ -381,12 +391,63 @@ class Turns:
             if turn.cancelling:
                 return  # another driver's cancel of this turn already went to the agent
             turn.cancelling = True
+        elif self._watching:
+            return  # a cancel of the agent's own turn is on its way already
+        else:
+            self._watching = True
+        # The hub does not depend on the agent being polite: a turn still running
+        # `agent_response_timeout` after the cancel is ended by the hub (see `_end_unanswered`).
+        if not session.run_later(partial(self._end_unanswered, turn), "cancel deadline"):
+            self._watching = False
         # The agent is told first, then its pending permission requests are answered
         # `cancelled` (the order ACP asks of a client), so that the turn ends `cancelled`.
         try:
             await session.agent.cancel(session.agent_session_id)
         finally:
             session.permissions.cancel_all()
+
+    async def _end_unanswered(self, turn: Turn | None) -> None:
+        """After ``session/cancel``: if the turn (``turn``, or with ``None`` the agent's own
+        non-idle state) has not ended within ``agent_response_timeout``, the hub ends it:
+        every client sees ``idle`` with stop reason ``cancelled`` and the error in
+        ``_meta["acp-hub"].error``, and the next queued prompt may start."""
+        session = self._session
+        limit = session.settings.agent_response_timeout
+        try:
+            if not limit:
+                return
+            with anyio.move_on_after(limit):
+                if turn is not None:
+                    await turn.ended.wait()
+                else:
+                    await anyio.sleep_forever()
+        finally:
+            if turn is None:
+                self._watching = False
+        if turn is not None and turn.ended.is_set():
+            return
+        if turn is None and (self.current is not None or session.state.foreground == "idle"):
+            return
+        name = session.agent.name
+        error = hub_error(
+            AGENT_UNAVAILABLE,
+            f"Agent '{name}' did not end the turn within {limit:g}s of session/cancel",
+            {"agent": name, "timeout": limit},
+        )
+        log.warning(
+            "! %s: agent %s ignored session/cancel for %gs: turn ended", session.id, name, limit
+        )
+        session.emit(
+            {
+                "sessionUpdate": "state_update",
+                "state": "idle",
+                "stopReason": "cancelled",
+                "_meta": {"acp-hub": {"error": error.to_dict()}},
+            }
+        )
+        if turn is not None:
+            turn.accepting.cancel()
+            self.ended("cancelled", error)
 
 
 def _preview(blocks: list[Any], limit: int = 120) -> str:
