@@ -66,6 +66,11 @@ class Outbox:
         return self._queued_bytes
 
     @property
+    def catching_up(self) -> bool:
+        """Whether a catch-up (``push_pages``: a replay, a resume) is still being written."""
+        return any(not isinstance(item, bytes) for item in self._queue)
+
+    @property
     def close_code(self) -> int | None:
         """The code the hub closed the client with (``close``), ``None`` if it did not."""
         return self._closing[0] if self._closing is not None else None

@@ -278,8 +278,7 @@ async def test_an_agent_killed_during_a_replay(caplog: pytest.LogCaptureFixture)
                 a.client.outbox for a in session.attached.values() if a.client.name == "joiner"
             )
             assert isinstance(joiner_outbox, Outbox)
-            # A lazy replay source is still queued: the replay is under way (not all written).
-            assert any(not isinstance(head, bytes) for head, _ in joiner_outbox._queue)
+            assert joiner_outbox.catching_up  # the replay is under way, not all written
 
             os.kill(agent_pid(hub, "victim"), signal.SIGKILL)
             await owner.wait_for(lambda: agent_status(owner, sid) == "exited")
