@@ -192,10 +192,14 @@ class Cluster:
         log.warning("! %s: another node owns it now; its clients here are moved", session_id)
         session.closed = True
         for attachment in tuple(session.attached.values()):
-            attachment.client.notify(
-                "_hub/session_closed", {"sessionId": session_id, "moved": True}
-            )
-            session.detach(attachment.client, reason="moved to another node")
+            client = attachment.client
+            if getattr(client, "remote", False):
+                # A stand-in: its client follows the session on its own node, which tells the
+                # new owner about it at its next scan.
+                self.proxies.pop((session_id, client.client_id), None)
+            else:
+                client.notify("_hub/session_closed", {"sessionId": session_id, "moved": True})
+            session.detach(client, reason="moved to another node")
         self.registry.changed(session)
 
     async def _follow(self) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 
 from tests.redis_server import RedisServer
 from tests.server.harness import AcpClient, acp_client
@@ -247,3 +248,51 @@ async def test_permissions_and_presence_span_every_node(
             for u in updates_of(driver, session_id, "agent_message_chunk")
         )
         assert "permission: selected allow" in said
+
+
+async def test_a_node_that_lost_its_lease_moves_its_clients(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """The owner's lease vanishes (as when Redis did not hear from it for ``node_lease``): the
+    session is taken over, the old owner's clients are told it moved, and resume elsewhere
+    with their cursors, exactly."""
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    async with three_nodes(tmp_path, redis_server) as (a, b, _), AsyncExitStack() as stack:
+        client = await stack.enter_async_context(acp_client(a.url))
+        session_id = await client.new_session(cwd=str(cwd))
+        await client.prompt(session_id, "say before the move")
+        await turns_ended(client, session_id, 1)
+        seen_before = client.seqs(session_id)
+        store = aioredis.Redis.from_url(redis_server.url)
+        try:
+            await store.delete(f"acp-hub:{{{session_id}}}:owner")
+        finally:
+            await store.aclose()
+        await client.wait_for(
+            lambda: any(
+                n["method"] == "_hub/session_closed" and n["params"].get("moved") is True
+                for n in client.notifications
+            ),
+            timeout=LEASE * 10,
+        )
+        epoch, seq = (
+            client.session_updates(session_id)[-1]["_meta"]["acp-hub"]["epoch"],
+            seen_before[-1],
+        )
+        again = await stack.enter_async_context(acp_client(b.url))
+        await again.call(
+            "session/resume",
+            {
+                "sessionId": session_id,
+                "cwd": "/",
+                "replayFrom": {"type": "_hub_after", "epoch": epoch, "seq": seq},
+            },
+        )
+        await again.prompt(session_id, "say after the move")
+        await turns_ended(again, session_id, 1)
+        assert updates_of(again, session_id, "_hub_reset") == []
+        seqs = again.seqs(session_id)
+        assert seqs[0] > seq
+        joined = [s for s in seen_before if s <= seq] + seqs
+        assert joined == list(range(joined[0], joined[0] + len(joined)))
