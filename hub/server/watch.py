@@ -16,7 +16,9 @@ at most every ``interval`` seconds while a session streams, and about ``settle``
 the registry says a session changed (a turn started or ended, a permission request waits), so
 a burst of changes is one notification and a busy hub costs the same per subscriber whatever
 the agents stream. Each pass encodes its notification once and hands the same bytes to every
-subscriber's outbox, whose byte bound applies as to any other frame. The task runs only while
+subscriber's outbox, whose byte bound applies as to any other frame. A subscriber whose
+credential covers only some sessions gives a ``visible`` test: it is told only of those, in a
+notification encoded for it alone. The task runs only while
 someone is subscribed. The wire contract is in ``docs/protocol.md``.
 """
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -107,6 +110,7 @@ class SessionWatch:
         self.interval = interval
         self.settle = settle
         self.subscribers: dict[str, ClientConnection] = {}
+        self._visible: dict[str, Callable[[str], bool]] = {}
         self._seen: dict[str, tuple[int, int]] = {}
         self._wake = anyio.Event()
         self._running = False
@@ -115,10 +119,21 @@ class SessionWatch:
     def _on_change(self, session: Session) -> None:
         self._wake.set()
 
-    def subscribe(self, client: ClientConnection) -> list[dict[str, Any]]:
-        """Add ``client``; the cards of every session now (what it is answered)."""
+    def subscribe(
+        self, client: ClientConnection, visible: Callable[[str], bool] | None = None
+    ) -> list[dict[str, Any]]:
+        """Add ``client``; the cards of every session it may see now (what it is answered).
+        ``visible(session_id)`` limits it to some sessions (``None``: all)."""
         self.subscribers[client.client_id] = client
-        cards = [card(session) for session in self.registry.sessions.values()]
+        if visible is None:
+            self._visible.pop(client.client_id, None)
+        else:
+            self._visible[client.client_id] = visible
+        cards = [
+            card(session)
+            for session in self.registry.sessions.values()
+            if visible is None or visible(session.id)
+        ]
         if not self._running:
             # The pass starts from what the first subscriber was just told.
             self._seen = {
@@ -130,6 +145,7 @@ class SessionWatch:
 
     def unsubscribe(self, client: ClientConnection) -> None:
         self.subscribers.pop(client.client_id, None)
+        self._visible.pop(client.client_id, None)
 
     async def _run(self) -> None:
         try:
@@ -139,9 +155,9 @@ class SessionWatch:
                 if self._wake.is_set():
                     await anyio.sleep(self.settle)
                     self._wake = anyio.Event()
-                for client_id, client in list(self.subscribers.items()):
+                for client in list(self.subscribers.values()):
                     if client.closed:
-                        del self.subscribers[client_id]
+                        self.unsubscribe(client)
                 if not self.subscribers:
                     return
                 self.flush()
@@ -165,8 +181,19 @@ class SessionWatch:
         frame = jsonrpc.notification(
             "_hub/sessions_changed", {"sessions": changed, "removed": removed}
         )
-        for client in self.subscribers.values():
-            client.outbox.push(frame)
+        for client_id, client in self.subscribers.items():
+            visible = self._visible.get(client_id)
+            if visible is None:
+                client.outbox.push(frame)
+                continue
+            mine = [c for c in changed if visible(c["sessionId"])]
+            gone = [session_id for session_id in removed if visible(session_id)]
+            if mine or gone:
+                client.outbox.push(
+                    jsonrpc.notification(
+                        "_hub/sessions_changed", {"sessions": mine, "removed": gone}
+                    )
+                )
 
 
 _watches: weakref.WeakKeyDictionary[SessionRegistry, SessionWatch] = weakref.WeakKeyDictionary()

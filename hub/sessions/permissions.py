@@ -278,7 +278,11 @@ class Permissions:
             "outcome": pending.outcome,
         }
         if by is not None:
-            record["resolvedBy"] = {"clientId": by.client_id, "name": by.name}
+            record["resolvedBy"] = {
+                "clientId": by.client_id,
+                "name": by.name,
+                "role": session.role_of(by),
+            }
         session.emit(record)
         session.notify_attached(
             "_hub/permission_resolved",

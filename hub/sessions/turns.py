@@ -263,6 +263,7 @@ class Turns:
                 "messageId": message_id,
                 "clientId": client.client_id,
                 "name": client.name,
+                "role": self._session.role_of(client),
             }
         )
 

@@ -148,3 +148,42 @@ async def test_a_closed_subscriber_is_dropped() -> None:
             while hub.app.connections:  # noqa: ASYNC110 - the hub offers no event for this
                 await anyio.sleep(0.01)
         assert watch.subscribers == {}
+
+
+async def test_a_subscriber_limited_to_some_sessions_hears_of_those_only() -> None:
+    """The ``visible`` test a credential scoped to some sessions gives the watch."""
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        acp_client(hub.url) as driver,
+        acp_client(hub.url) as watcher,
+    ):
+        mine = await driver.new_session()
+        other = await driver.new_session()
+        assert hub.app.registry is not None
+        watch = watch_of(hub.app.registry)
+        client_id = watcher.init_result["_meta"]["acp-hub"]["clientId"]
+        (conn,) = [c for c in hub.app.connections if c.client_id == client_id]
+        answer = watch.subscribe(conn, visible=lambda session_id: session_id == mine)
+        assert [c["sessionId"] for c in answer] == [mine]
+        await driver.prompt(other, "say not for you")
+        await driver.prompt(mine, "say for you")
+        await watcher.wait_for(lambda: cards(watcher).get(mine, {}).get("answer") == "for you")
+        # A control watcher sees everything; once it hears that `other` is gone, the same
+        # pass has been to the limited watcher too (a round trip flushes what it was sent).
+        async with acp_client(hub.url) as control:
+            await subscribe(control)
+            await driver.call("session/close", {"sessionId": other})
+            await control.wait_for(lambda: other not in cards(control))
+        await watcher.call("session/list", {})
+        told = {
+            c["sessionId"]
+            for n in watcher.notifications
+            if n["method"] == "_hub/sessions_changed"
+            for c in n["params"]["sessions"]
+        } | {
+            s
+            for n in watcher.notifications
+            if n["method"] == "_hub/sessions_changed"
+            for s in n["params"]["removed"]
+        }
+        assert told == {mine}

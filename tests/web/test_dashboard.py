@@ -63,7 +63,7 @@ def test_three_sessions_on_two_agents_live_and_an_approver_answers_from_a_card(
     expect(dashboard).to_have_title("Sessions · acp-hub")
     wait_idle(gamma_page)
     expect(gamma_page.locator(".panel-permissions .perm-resolved")).to_contain_text(
-        "Allow once by ann"
+        "Allow once by ann (approver)"
     )
     expect(gamma_page.locator(".permission-dialog")).to_have_count(0)
     expect(card(dashboard, gamma).locator(".card-answer")).not_to_be_empty()

@@ -157,7 +157,7 @@ def test_lease_queue_withdraw_and_grant_between_two_drivers(hub: Hub, new_page: 
     wait_idle(bob)
     agent_said(alice, "bob holds it")
     user = alice.locator(".msg-user").last
-    expect(user.locator(".msg-who")).to_contain_text("bob")
+    expect(user.locator(".msg-who")).to_have_text("bob · driver")
     # Bob gives it back.
     bob.get_by_role("button", name="Release the lease").click()
     expect(alice.locator(".lease-holder")).to_have_text("Lease: nobody holds it")

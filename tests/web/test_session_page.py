@@ -62,7 +62,8 @@ def test_driver_and_viewer_share_prompt_queue_and_permission(hub: Hub, new_page:
     for page in (driver, viewer):
         message = page.locator(".msg-user").first
         message.wait_for()
-        assert message.locator(".msg-who").inner_text() == "alice"
+        # The sender's name and the role they prompted with.
+        assert message.locator(".msg-who").inner_text() == "alice · owner"
         assert "hello there" in message.inner_text()
 
     # The demo asks for permission: only the driver gets the dialog; the viewer sees the
@@ -87,7 +88,8 @@ def test_driver_and_viewer_share_prompt_queue_and_permission(hub: Hub, new_page:
     driver.keyboard.press("Enter")
     dialog.wait_for(state="detached")
     for page in (driver, viewer):
-        page.wait_for_selector(".panel-permissions .perm-resolved:has-text('Allow once by alice')")
+        resolved = ".panel-permissions .perm-resolved:has-text('Allow once by alice (owner)')"
+        page.wait_for_selector(resolved)
         wait_idle(page)
     assert transcript(driver) == transcript(viewer)
     assert "queued follow-up" not in transcript(driver)
