@@ -6,9 +6,10 @@ One ``Inbound`` per process, called by its connection's reader (``hub.agents.con
   session's sink, in the agent's order. Malformed updates of known variants are logged and
   dropped; ``_hub_*`` variants are the hub's and never accepted from an agent; updates of a
   session being re-attached with ``session/load`` are swallowed (the hub has the history).
-* ``session/request_permission`` and ``elicitation/create`` are awaited on the sink, each in
-  a task of its own; an answer the hub does not understand becomes ``cancelled``: nothing
-  unknown counts as approval. ``elicitation/complete`` goes to the sink that was asked.
+* ``session/request_permission`` and ``elicitation/create`` are checked (a malformed one is
+  answered ``-32602`` and never shown to anyone), then awaited on the sink, each in a task of
+  its own; an answer the hub does not understand becomes ``cancelled``: nothing unknown
+  counts as approval. ``elicitation/complete`` goes to the sink that was asked.
 * ``_``-prefixed notifications naming a session go to its sink; others are logged.
 * ``fs/*`` and ``terminal/*`` (the hub offers neither) and other requests: ``-32601``.
 """
@@ -25,7 +26,8 @@ from hub.agents.connection import Connection
 from hub.agents.dialect import Dialect
 from hub.agents.errors import AgentError
 from hub.agents.sessions import SessionTable, call_sink
-from hub.protocol.errors import InvalidParams, method_not_found
+from hub.protocol.elicitation import check_elicitation
+from hub.protocol.errors import InvalidParams, invalid_params, method_not_found
 from hub.protocol.permissions import permission_outcome_for_agent
 
 __all__ = ["Inbound"]
@@ -125,7 +127,16 @@ class Inbound:
                 "! agent %s: permission request for unknown session %r: cancelled", self.name, sid
             )
             return {"outcome": dict(_CANCELLED)}
-        request = self.dialect.permission_request(params)
+        try:
+            request = self.dialect.permission_request(params)
+        except AgentError as exc:
+            error = exc.error
+            logger.warning(
+                "! agent %s: malformed permission request refused: %s",
+                self.name,
+                error.data if error.data is not None else error.message,
+            )
+            raise
         options = request["options"]
         translator = self.dialect.turn_translator(entry)
         if translator is not None:
@@ -160,7 +171,13 @@ class Inbound:
                 "! agent %s: elicitation without an attached session: cancelled", self.name
             )
             return {"action": "cancel"}
-        result = await entry.sink.on_elicitation(dict(params))
+        try:
+            request = check_elicitation(params)
+        except InvalidParams as exc:
+            # Nothing malformed is put in front of a person: the agent is told what is wrong.
+            logger.warning("! agent %s: malformed elicitation refused: %s", self.name, exc)
+            raise AgentError(invalid_params(str(exc))) from None
+        result = await entry.sink.on_elicitation(request)
         if not isinstance(result, dict) or not isinstance(result.get("action"), str):
             logger.warning("! agent %s: elicitation answer %r refused: cancel", self.name, result)
             return {"action": "cancel"}

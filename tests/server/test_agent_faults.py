@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hub.protocol.state import SessionState
 from hub.sessions.session import MAX_UPDATE_DEPTH
-from tests.server.harness import HubHandle, acp_client, running_hub, scripted_agent
+from tests.server.harness import AcpClient, HubHandle, acp_client, running_hub, scripted_agent
 
 pytestmark = pytest.mark.anyio
 
@@ -24,6 +25,13 @@ def nested(levels: int) -> Any:
     for _ in range(levels):
         value = [value]
     return value
+
+
+def said(client: AcpClient, session_id: str, text: str) -> bool:
+    return any(
+        isinstance(p["update"].get("content"), dict) and p["update"]["content"].get("text") == text
+        for p in client.session_updates(session_id)
+    )
 
 
 def hub_session(hub: HubHandle, session_id: str) -> Any:
@@ -62,3 +70,48 @@ async def test_an_update_nested_too_deep_is_dropped_before_the_fold(
             assert "_x_deep" in str(state.snapshot())
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
     assert sum("dropped a malformed update" in r.getMessage() for r in caplog.records) == 2
+
+
+async def test_a_malformed_elicitation_is_refused_and_shown_to_nobody(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # It used to be forwarded as it was: a form whose property is not a schema object put in
+    # front of a person.
+    caplog.set_level(logging.WARNING)
+    async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as owner:
+        sid = await owner.new_session()
+        await owner.prompt(sid, 'elicit force {"type": "object", "properties": {"name": 5}}')
+        await owner.wait_for(lambda: said(owner, sid, "elicit: error -32602"))
+        await owner.wait_for(lambda: owner.idle_count(sid) >= 1)
+        # A well-formed one still reaches the client.
+        await owner.prompt(sid, "elicit force")
+        await owner.wait_for(lambda: bool(owner.requests))
+        assert [r["method"] for r in owner.requests] == ["elicitation/create"]
+        await owner.answer(owner.requests[0]["id"], {"action": "decline"})
+        await owner.wait_for(lambda: said(owner, sid, "elicit: decline"))
+    assert any("malformed elicitation refused" in r.getMessage() for r in caplog.records)
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+
+
+async def test_a_malformed_permission_request_is_refused_in_one_line(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    caplog.set_level(logging.WARNING)
+    lines = tmp_path / "lines.jsonl"
+    lines.write_text(
+        '{"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":'
+        '{"sessionId":"@SESSION@","title":"T","options":[{"name":"no optionId"}]}}\n'
+    )
+    async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as owner:
+        sid = await owner.new_session()
+        await owner.prompt(sid, f"replay-lines {lines}\nsay over")
+        await owner.wait_for(lambda: owner.idle_count(sid) >= 1)
+        assert not owner.requests
+        assert not [
+            p
+            for p in owner.session_updates(sid)
+            if p["update"]["sessionUpdate"] == "_hub_permission"
+        ]
+    refusals = [r for r in caplog.records if "malformed permission request" in r.getMessage()]
+    assert len(refusals) == 1
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
