@@ -25,7 +25,8 @@ request ids in both directions. It adds what an editor cannot do itself:
   sent again, ``session/new`` fails (it may or may not have happened), anything else is sent
   again. Permission requests that the hub offers again on the new connection are matched to
   the editor's open dialog by their ``permissionId``; one resolved meanwhile is withdrawn
-  from the editor with ``$/cancel_request``.
+  from the editor with ``$/cancel_request``. After a ``_hub_reset`` (the hub could not serve
+  the cursor) the state that follows is cut to what the editor lacks (``_unseen``).
 * **Capabilities.** The hub is told the editor's client capabilities without ``fs`` and
   ``terminal``: the hub does not relay those requests, so the bridge does not claim them.
 
@@ -144,6 +145,13 @@ class Tracked:
     cursor: Cursor | None = None
     turn_message: str | None = None
     prompts: list[PromptWait] = field(default_factory=list)
+    shown: dict[str, str] = field(default_factory=dict)
+    """The text of each message (by id) the editor was shown, from its chunks."""
+    own: set[str] = field(default_factory=set)
+    """The user messages this editor sent (it rendered them itself)."""
+    tools: set[str] = field(default_factory=set)
+    resetting: bool = False
+    """A ``_hub_reset`` came: the state that follows is one the editor partly has."""
 
 
 class Bridge:
@@ -483,6 +491,11 @@ class Bridge:
                 wait.orphan_of = pending.editor_id
                 self._in_flight.pop(pending.editor_id, None)
                 await self._settle_prompt(wait)
+                if wait.orphan_of is not None and self.version < 2:
+                    # A v1 connection is told of turn ends by the hub's events, but a replay
+                    # (after a _hub_reset) carries none: ask the hub whether it is over.
+                    wait.stop_reason = await self._turn_over(wait)
+                    await self._settle_prompt(wait)
             elif pending.method in _NOT_RETRIED:
                 self._in_flight.pop(pending.editor_id, None)
                 error = unreachable(
@@ -496,6 +509,27 @@ class Bridge:
                     self._held.pop(str(pending.params.get("sessionId")), None)
                 pending.done = anyio.Event()
                 await self._send_request(pending)
+
+    async def _turn_over(self, wait: PromptWait) -> str | None:
+        """The stop reason of ``wait``'s turn if it is over, else ``None``."""
+        track = self.sessions.get(wait.session_id)
+        ws = self._ws
+        if track is None or ws is None:
+            return None
+        if track.turn_message != wait.message_id:
+            return "end_turn"  # a later prompt started: this turn ended, its reason unknown
+        try:
+            listed = await self._call(ws, "session/list", {})
+        except (HubError, LinkFailure):
+            return None
+        entries = listed.get("sessions") if isinstance(listed, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and entry.get("sessionId") == wait.session_id:
+                meta = _hub_meta(entry)
+                if meta.get("state") == "idle":
+                    reason = meta.get("stopReason")
+                    return reason if isinstance(reason, str) else "end_turn"
+        return None
 
     async def _fail_orphans(self, error: RpcError) -> None:
         orphans, self._orphans = self._orphans, []
@@ -713,6 +747,14 @@ class Bridge:
         variant = update.get("sessionUpdate")
         if isinstance(variant, str) and variant.startswith("_hub_"):
             return
+        if track is not None:
+            if isinstance(seq, int):
+                track.resetting = False
+            shown = _unseen(track, update)
+            if shown is None:
+                return
+            if shown is not update:
+                params = {**params, "update": shown}
         frame = jsonrpc.notification("session/update", params)
         if session_id in self._announced:
             await self._to_editor(frame)
@@ -728,6 +770,8 @@ class Bridge:
                 await self._observe(track, inner)
             return
         if variant == "_hub_reset":
+            if track is not None:
+                track.resetting = True
             log.warning(
                 "! %s: the hub could not serve the cursor (%s): the session's state is sent again",
                 track.session_id if track else "?",
@@ -747,6 +791,7 @@ class Bridge:
                 return
             track.turn_message = message_id
             if update.get("clientId") in self.connection_ids:
+                track.own.add(message_id)
                 wait = next((w for w in track.prompts if w.message_id is None), None)
                 if wait is not None:
                     wait.message_id = message_id
@@ -793,6 +838,40 @@ class Bridge:
 
     async def _to_editor(self, frame: bytes) -> None:
         await self.editor.send(frame)
+
+
+_CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
+
+
+def _unseen(track: Tracked, update: dict[str, Any]) -> dict[str, Any] | None:
+    """What of ``update`` the editor has not been shown (``None``: nothing), recording it.
+
+    Live updates pass unchanged. The state a ``_hub_reset`` sends again is cut to what the
+    editor lacks: a message's text beyond what its chunks already showed, a known tool call as
+    an update of it. The editor's own prompts are never echoed to it (it rendered them)."""
+    variant = update.get("sessionUpdate")
+    message_id = update.get("messageId")
+    content = update.get("content")
+    if variant == "user_message_chunk" and message_id in track.own:
+        return None
+    if variant in _CHUNKS and isinstance(message_id, str) and isinstance(content, dict):
+        text = content.get("text")
+        if content.get("type") == "text" and isinstance(text, str):
+            before = track.shown.get(message_id, "")
+            if not track.resetting:
+                track.shown[message_id] = before + text
+                return update
+            track.shown[message_id] = text
+            if not text.startswith(before):
+                return update  # the message changed: shown again whole
+            rest = text[len(before) :]
+            return {**update, "content": {**content, "text": rest}} if rest else None
+    tool_call_id = update.get("toolCallId")
+    if variant == "tool_call" and isinstance(tool_call_id, str):
+        if tool_call_id in track.tools and track.resetting:
+            return {**update, "sessionUpdate": "tool_call_update"}
+        track.tools.add(tool_call_id)
+    return update
 
 
 class HubError(Exception):

@@ -12,6 +12,7 @@ import pytest
 from acp import RequestError, text_block
 
 from hub.server.connection import ClientConnection
+from hub.settings import Settings
 from tests.bridge.harness import TIMEOUT, EditorClient, Listener, listener_hub, spawn_bridge
 from tests.bridge.test_python_sdk import initialize
 from tests.server.harness import acp_client, scripted_agent
@@ -143,3 +144,43 @@ async def test_a_hub_that_stays_gone_fails_the_editors_requests_clearly(tmp_path
             done = await run.conn.prompt(session_id=session_id, prompt=[text_block("say back")])
             assert done.stop_reason == "end_turn"
             assert editor.texts()[-1] == "back"
+
+
+async def test_a_cursor_the_hub_no_longer_holds_shows_only_what_the_editor_lacks(
+    tmp_path: Path,
+) -> None:
+    # The hub keeps the last 8 events: while its listener is away the turn goes on far past
+    # the bridge's cursor, so the resume gets a _hub_reset and the session's state again.
+    settings = Settings(retained_events=8)
+    async with listener_hub(
+        [scripted_agent("scripted", 2, "--ack-message-id")], settings
+    ) as listener:
+        editor = EditorClient()
+        async with spawn_bridge(listener.url, tmp_path, editor=editor) as run:
+            await initialize(run.conn)
+            session_id = (await run.conn.new_session(cwd=str(tmp_path))).session_id
+            session = listener.hub.registry.sessions[session_id]  # type: ignore[union-attr]
+            async with anyio.create_task_group() as tg:
+                answers: list[str] = []
+
+                async def prompt() -> None:
+                    done = await run.conn.prompt(
+                        session_id=session_id, prompt=[text_block(SLOW_TURN)]
+                    )
+                    answers.append(done.stop_reason)
+
+                tg.start_soon(prompt)
+                await editor.wait_for(lambda: "slow 5\n" in editor.texts())
+                await listener.stop()
+                with anyio.fail_after(TIMEOUT):
+                    # No event tells a test that a turn ended with no client attached.
+                    while session.turns.busy:  # noqa: ASYNC110
+                        await anyio.sleep(0.02)
+                await listener.start()
+
+            assert answers == ["end_turn"]
+            # The message the editor was streaming is completed, not repeated; the prompt it
+            # sent is not echoed back to it.
+            assert "".join(editor.texts()) == "".join(EXPECTED)
+            assert editor.texts("user_message_chunk") == []
+        assert "could not serve the cursor" in run.log_text()
