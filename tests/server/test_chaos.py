@@ -305,3 +305,44 @@ async def test_an_agent_killed_during_a_replay(caplog: pytest.LogCaptureFixture)
     assert state.hub("_hub_agent") is not None
     assert state.hub("_hub_agent")["status"] == "exited"  # type: ignore[index]
     no_traceback(caplog)
+
+
+async def test_an_agent_busy_on_its_own_ignoring_cancel(caplog: pytest.LogCaptureFixture) -> None:
+    # The agent says the turn is over, then that it is running again, and ignores the cancel:
+    # no turn of the hub's runs, yet the session is busy (prompts would queue for good). The
+    # cancel deadline applies to the agent's own turn too.
+    caplog.set_level(logging.WARNING)
+    script = "\n".join(
+        [
+            'update {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}',
+            'update {"sessionUpdate": "state_update", "state": "running"}',
+            "say rogue-turn",
+            "ignore-cancel",
+            "sleep 600000",
+        ]
+    )
+    async with (
+        running_hub([scripted_agent("rogue", 2)], Settings(agent_response_timeout=1.0)) as hub,
+        acp_client(hub.url) as driver,
+        acp_client(hub.url) as watcher,
+    ):
+        sid = await driver.new_session()
+        await watcher.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+        await driver.prompt(sid, script)
+        await watcher.wait_for(lambda: said(watcher, sid, "rogue-turn"))
+        session = hub_session(hub, sid)
+        assert session.turns.current is None
+        assert session.turns.busy
+        await driver.notify("session/cancel", {"sessionId": sid})
+        await driver.notify("session/cancel", {"sessionId": sid})  # one deadline, not two
+        for client in (driver, watcher):
+            await client.wait_for(lambda c=client: len(forced_idles(c, sid)) == 1)  # type: ignore[misc]
+        assert not session.turns.busy
+        # The next prompt is not queued behind a turn that will not end: it goes to the agent,
+        # which refuses it (its own turn still runs), and the sender is told.
+        with pytest.raises(RpcFailure):
+            await driver.prompt(sid, "say hello")
+        assert not session.turns.busy
+        assert len(forced_idles(watcher, sid)) == 1
+        assert contiguous(watcher.seqs(sid))
+    no_traceback(caplog)
