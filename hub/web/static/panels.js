@@ -179,11 +179,11 @@ export class SidePanels {
     this.element.setAttribute('aria-label', 'Session details');
     this.element.append(
       this.status.box,
-      this.controls.box,
       this.plan.box,
       this.permissions.box,
       this.presence.box,
       this.queue.box,
+      this.controls.box,
       this.config.box,
       this.usage.box,
       this.commands.box,
