@@ -142,7 +142,7 @@ class MirrorSession(Session):
         """After a rebuild: every local client gets a ``_hub_reset`` and the state."""
         for attachment in tuple(self.attached.values()):
             client = attachment.client
-            client.outbox.push_pages(self._reset_frames(client, 0, 0))
+            client.outbox.push_pages(self.catch_up.reset(client, 0, 0))
 
     # -- what clients do: forwarded to the owner ---------------------------------------------
 

@@ -17,6 +17,7 @@ set. Every later event is therefore queued after the response: no hole, no dupli
 The session owns the log, the fan-out and the attachments; the rest of what happens in it is
 arbitrated by its parts, one concept each (see ``docs/arbitration.md``):
 
+* ``catch_up`` (``hub.sessions.catchup``): what an attaching client is sent before its answer;
 * ``presence`` (``hub.sessions.presence``): the attached-client list, coalesced;
 * ``turns`` (``hub.sessions.turns``): the turn in progress, the prompt queue, prompt policies;
 * ``lease`` (``hub.sessions.lease``): the prompt lease and its expiry;
@@ -30,7 +31,7 @@ arbitrated by its parts, one concept each (see ``docs/arbitration.md``):
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -53,11 +54,12 @@ from hub.protocol.jsonrpc import depth_exceeds
 from hub.protocol.state import SessionState
 from hub.sessions import arbiter
 from hub.sessions.agent_handle import AgentHandle
+from hub.sessions.catchup import CatchUp
 from hub.sessions.client import ClientHandle
 from hub.sessions.elicitation import Elicitations
 from hub.sessions.errors import SessionFailure
 from hub.sessions.lease import Lease
-from hub.sessions.log import Event, EventLog
+from hub.sessions.log import EventLog
 from hub.sessions.metrics import SessionMetrics
 from hub.sessions.permissions import Permissions
 from hub.sessions.presence import Presence
@@ -67,7 +69,7 @@ from hub.store import Store
 
 log = logging.getLogger("hub.sessions")
 
-# The pieces of a `session/update` frame (see `Session._frame`).
+# The pieces of a `session/update` frame (see `Session.frame`).
 _FRAME_OPEN = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
 _UPDATE_OPEN = b',"update":'
 _META_OPEN = b',"_meta":{"acp-hub":'
@@ -202,6 +204,7 @@ class Session:
         self.lease = Lease(self)
         self.permissions = Permissions(self)
         self.elicitations = Elicitations(self)
+        self.catch_up = CatchUp(self)
 
     # -- plumbing for the session's parts ----------------------------------------------------
 
@@ -229,7 +232,7 @@ class Session:
 
     # -- the log and fan-out -----------------------------------------------------------------
 
-    def _frame(self, update: dict[str, Any], meta: dict[str, Any]) -> bytes:
+    def frame(self, update: dict[str, Any], meta: dict[str, Any]) -> bytes:
         """The ``session/update`` notification of ``update`` with ``_meta["acp-hub"] = meta``.
 
         Joined from pieces rather than encoded from a new dict: the same bytes as
@@ -270,14 +273,14 @@ class Session:
             )
             v1_updates = []
         # Most updates render to v1 unchanged: those share the v2 frame (same bytes).
-        v1 = tuple([v2 if u == update else self._frame(u, meta) for u in v1_updates])
+        v1 = tuple([v2 if u == update else self.frame(u, meta) for u in v1_updates])
         variant = update.get("sessionUpdate")
         if isinstance(variant, str) and variant.startswith("_hub_"):
             v1_hub, v1 = v1, ()
         elif not v1:
             # v1 clients that asked for the hub's events get the updates v1 cannot express
             # wrapped in `_hub_v2`, so that their seqs stay contiguous too.
-            v1_hub = (self._frame({"sessionUpdate": "_hub_v2", "update": update}, meta),)
+            v1_hub = (self.frame({"sessionUpdate": "_hub_v2", "update": update}, meta),)
         else:
             v1_hub = v1
         if variant in GROWING_VARIANTS:
@@ -333,32 +336,8 @@ class Session:
         the response before yielding to the event loop, so that it precedes every later event,
         and then call ``announce``.
         """
-        replay_frames: Iterable[bytes]
-        kind = "replay"  # what the catch-up is, for the metrics
-        if replay == "after" and after is not None:
-            epoch, seq = after
-            events = self.log.after(seq) if self.log.serves(epoch, seq) else None
-            if events is None:
-                kind, replay_frames = "reset", self._reset_frames(client, epoch, seq)
-            else:
-                kind, replay_frames = "resume", self._event_frames(client, events)
-        elif replay in ("start", "after"):
-            replay_frames = self._replay_frames(client, compact(self.state))
-        elif replay == "pending_only":
-            replay_frames = self._replay_frames(client, arbiter.pending_only(compact(self.state)))
-        elif replay == "message" and message_id is not None:
-            last = self.log.last_of_message(message_id)
-            events = None if last is None else self.log.after(last)
-            if events is None:
-                kind, replay_frames = "reset", self._reset_frames(client, self.log.epoch, 0)
-            else:
-                kind, replay_frames = "resume", self._event_frames(client, events)
-        else:
-            replay_frames = []
         cursor = self.cursor
-        if replay is not None:
-            replay_frames = self.metrics.catch_up(kind, replay_frames)
-        client.outbox.push_pages(replay_frames)
+        client.outbox.push_pages(self.catch_up.frames(client, replay, after, message_id))
         effective = arbiter.capped(role, client.role)
         previous = self.attached.get(client.client_id)
         since = previous.since if previous is not None and previous.role == effective else now_iso()
@@ -424,73 +403,6 @@ class Session:
     def cursor(self) -> dict[str, int]:
         """``{"epoch", "seq"}`` of the last event in the log."""
         return {"epoch": self.log.epoch, "seq": self.log.last_seq}
-
-    # -- replay frames -----------------------------------------------------------------------
-
-    def _pages(self, client: ClientHandle, frames: Iterable[bytes]) -> Iterator[bytes]:
-        """Group notification frames into v2 batch frames of bounded size (only for clients
-        that asked for batches: the TypeScript SDK, for one, drops every batch it receives).
-
-        Lazy: ``frames`` is consumed (and, for a replay, encoded) only as the client's sink
-        takes the pages, so a large replay does not stall everyone else while it is built."""
-        if not client.batches:
-            yield from frames
-            return
-        current: list[bytes] = []
-        size = 0
-        limit = self.settings.replay_page_bytes
-        for frame in frames:
-            if current and size + len(frame) > limit:
-                yield b"[" + b",".join(current) + b"]" if len(current) > 1 else current[0]
-                current, size = [], 0
-            current.append(frame)
-            size += len(frame) + 1
-        if current:
-            yield b"[" + b",".join(current) + b"]" if len(current) > 1 else current[0]
-
-    def _replay_updates_for(self, client: ClientHandle, updates: list[dict[str, Any]]) -> list[Any]:
-        if client.version >= 2:
-            return updates
-        rendered = self.v1.render_replay(updates)
-        if not client.hub_events:
-            rendered = [
-                u for u in rendered if not str(u.get("sessionUpdate", "")).startswith("_hub_")
-            ]
-        return rendered
-
-    def _replay_frames(
-        self, client: ClientHandle, updates: list[dict[str, Any]]
-    ) -> Iterator[bytes]:
-        """``updates`` (a compaction, or part of one) as replay frames for ``client``: rendered
-        for its version, ``_meta`` with the epoch and ``replay: true`` instead of a seq, in
-        pages when it takes batches. The updates are rendered now and encoded lazily: a
-        compaction is a snapshot (it shares no container the fold changes later)."""
-        meta = {"epoch": self.log.epoch, "replay": True}
-        rendered = self._replay_updates_for(client, updates)
-        return self._pages(client, (self._frame(u, meta) for u in rendered))
-
-    def _reset_frames(self, client: ClientHandle, epoch: int, seq: int) -> Iterator[bytes]:
-        reason = "epoch changed" if not self.log.serves(epoch, seq) else "cursor older than the log"
-        reset = {"sessionUpdate": "_hub_reset", "reason": reason, "epoch": self.log.epoch}
-        log.info(
-            "= %s: %s resumes from %s/%s: %s, full replay",
-            self.id,
-            client.client_id,
-            epoch,
-            seq,
-            reason,
-        )
-        # Like every `_hub_*` update, the reset reaches v1 clients only if they opted in.
-        return self._replay_frames(client, [reset, *compact(self.state)])
-
-    def _event_frames(self, client: ClientHandle, events: list[Event]) -> Iterator[bytes]:
-        frames: list[bytes] = []
-        if client.version >= 2:
-            frames = [event.v2 for event in events]
-        else:
-            for event in events:
-                frames.extend(event.for_v1(client.client_id, client.hub_events))
-        return self._pages(client, frames)
 
     # -- the agent's side (SessionSink) ------------------------------------------------------
 
