@@ -15,11 +15,6 @@ from tests.server.harness import AcpClient, HubHandle, acp_client, running_hub, 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def nested(levels: int) -> Any:
     value: Any = 1
     for _ in range(levels):

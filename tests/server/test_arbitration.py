@@ -31,11 +31,6 @@ NOT_LEASE_HOLDER = -32045
 STALE_ANSWER = -32049
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # -- reading what a client saw -------------------------------------------------------------------
 
 

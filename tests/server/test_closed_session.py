@@ -10,11 +10,6 @@ from tests.server.harness import RpcFailure, acp_client, running_hub, scripted_a
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.parametrize("method", ["session/close", "session/delete"])
 async def test_a_closed_session_is_not_found_for_the_other_attached_clients(method: str) -> None:
     async with (

@@ -41,11 +41,6 @@ START_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "ACP_HUB_CONFIG"}
     return {**env, "ACP_HUB_DEMO_FAST": "1", "HOME": str(tmp_path), **hub_env(tmp_path / "state")}

@@ -296,11 +296,6 @@ def corpus(size: int, seed: int) -> list[bytes]:
 # -- the test -------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def contiguous(seqs: list[int]) -> bool:
     """No gap, no reordering (a v1 client gets several updates with one seq when one event
     renders to several v1 updates)."""

@@ -17,11 +17,6 @@ from tests.server.harness import running_hub, scripted_agent
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _get(url: str) -> tuple[int, dict[str, object]]:
     try:
         with urllib.request.urlopen(url, timeout=10) as response:

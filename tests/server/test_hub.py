@@ -36,11 +36,6 @@ TURN = "\n".join(
 )
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def hub_session(hub: HubHandle, sid: str) -> Session:
     """The hub's own session object (to know its last seq)."""
     registry = hub.app.registry

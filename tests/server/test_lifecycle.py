@@ -19,11 +19,6 @@ from tests.support import require_binary
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _texts(client: AcpClient, sid: str) -> str:
     return str(client.fold(sid).snapshot())
 

@@ -30,11 +30,6 @@ SECRET = "s3cr3t-VALUE.abc_123"
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def hub_filters(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
     """caplog with the filters the hub's own handler has, at INFO for the hub."""
     context, redact = logs.ClientContext(), logs.Redact()

@@ -32,11 +32,6 @@ TOKEN = "metrics-token-0123456789abcdef"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _get(url: str, headers: Mapping[str, str]) -> tuple[int, dict[str, str], str]:
     request = urllib.request.Request(url, headers=dict(headers))
     try:

@@ -18,11 +18,6 @@ from tests.server.harness import TIMEOUT, AcpClient, acp_client, running_hub, sc
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 ANSWERS: dict[int, list[dict[str, Any]]] = {}
 
 

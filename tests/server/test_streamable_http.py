@@ -34,11 +34,6 @@ pytestmark = pytest.mark.anyio
 TURN = "\n".join(["say hello over http", "permission", "tool text", "say all done"])
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _agent() -> Any:
     return scripted_agent("scripted", 2, "--ack-message-id")
 

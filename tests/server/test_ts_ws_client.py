@@ -47,11 +47,6 @@ SCRIPTED_TURN = "\n".join(
 SDK_RUN_TIMEOUT = 60.0
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _node() -> str:
     return require_binary("node")
 

@@ -9,11 +9,6 @@ from tests.server.harness import acp_client, running_hub, scripted_agent
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_a_v2_only_stop_reason_reaches_a_v1_sender_as_end_turn() -> None:
     async with (
         running_hub([scripted_agent(protocol=2)]) as hub,
