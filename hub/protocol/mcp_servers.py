@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from hub.protocol.errors import TranslationError
-from hub.protocol.shapes import fail, require_object, require_str
+from hub.protocol.shapes import fail, require_object, require_objects, require_str
 
-__all__ = ["mcp_servers_v1_to_v2", "mcp_servers_v2_to_v1"]
+__all__ = ["check_mcp_servers_v2", "mcp_servers_v1_to_v2", "mcp_servers_v2_to_v1"]
 
 
 def mcp_servers_v2_to_v1(
@@ -46,6 +46,8 @@ def mcp_servers_v2_to_v1(
 
 def mcp_servers_v1_to_v2(servers: Sequence[Any] | None) -> list[dict[str, Any]]:
     """v1 MCP server entries as v2: untagged entries are stdio; ``sse`` has no v2 form."""
+    if servers is not None and not isinstance(servers, list | tuple):
+        fail("mcpServers", "must be an array")
     out = []
     for i, raw in enumerate(servers or []):
         where = f"mcpServers[{i}]"
@@ -62,4 +64,39 @@ def mcp_servers_v1_to_v2(servers: Sequence[Any] | None) -> list[dict[str, Any]]:
             raise TranslationError(f"{where}: SSE MCP servers do not exist in v2")
         else:
             fail(where, f"unknown MCP server type {kind!r}")
+    return out
+
+
+def check_mcp_servers_v2(servers: Any) -> list[dict[str, Any]]:
+    """A v2 client's ``mcpServers``, checked: ``InvalidParams`` unless it is an array of
+    ``stdio`` entries (``name``, ``command``, optional ``args`` strings and ``env`` name/value
+    objects) and ``http`` entries (``name``, ``url``, optional ``headers`` name/value objects).
+    The entries are returned as plain dicts, unchanged otherwise."""
+    if servers is None:
+        return []
+    if not isinstance(servers, list):
+        fail("mcpServers", "must be an array")
+    out = []
+    for i, raw in enumerate(servers):
+        where = f"mcpServers[{i}]"
+        server = require_object(raw, where)
+        kind = require_str(server, "type", where)
+        require_str(server, "name", where)
+        if kind == "stdio":
+            require_str(server, "command", where)
+            if "args" in server:
+                args = server["args"]
+                if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+                    fail(where, "'args' must be an array of strings")
+            pairs = "env"
+        elif kind == "http":
+            require_str(server, "url", where)
+            pairs = "headers"
+        else:
+            fail(where, f"unknown MCP server type {kind!r}")
+        if pairs in server:
+            for pair in require_objects(server, pairs, where):
+                require_str(pair, "name", f"{where}.{pairs}")
+                require_str(pair, "value", f"{where}.{pairs}")
+        out.append(dict(server))
     return out

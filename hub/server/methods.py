@@ -34,7 +34,7 @@ from hub.protocol.errors import (
     hub_error,
     invalid_params,
 )
-from hub.protocol.mcp_servers import mcp_servers_v1_to_v2
+from hub.protocol.mcp_servers import check_mcp_servers_v2, mcp_servers_v1_to_v2
 from hub.protocol.version import negotiate_as_agent
 from hub.server.watch import watch_of
 from hub.sessions import arbiter, workspace
@@ -242,9 +242,11 @@ async def _capabilities(conn: ClientConnection) -> dict[str, Any]:
 
 async def _session_new(conn: ClientConnection, params: dict[str, Any]) -> Result:
     settings = conn.registry.settings
-    servers = params.get("mcpServers", [])
-    if servers is None:
-        servers = []
+    try:
+        raw = params.get("mcpServers")
+        servers = mcp_servers_v1_to_v2(raw) if conn.version < 2 else check_mcp_servers_v2(raw)
+    except InvalidParams as exc:
+        raise SessionFailure(invalid_params(str(exc))) from None
     try:
         cwd = workspace.check_cwd(params.get("cwd"), conn.registry.workspace_roots)
         servers = workspace.check_mcp_servers(
@@ -259,8 +261,6 @@ async def _session_new(conn: ClientConnection, params: dict[str, Any]) -> Result
         raise SessionFailure(
             hub_error(FORBIDDEN, f"Forbidden: {exc.message}", {"action": "session/new"})
         ) from None
-    if conn.version < 2:
-        servers = mcp_servers_v1_to_v2(servers)
     agent = _hub_meta(params).get("agent")
     if agent is not None and not isinstance(agent, str):
         raise SessionFailure(invalid_params("_meta['acp-hub'].agent must be a string"))
@@ -357,6 +357,11 @@ async def _session_set_config_option(conn: ClientConnection, params: dict[str, A
     kind = params.get("type")
     if kind is None:
         kind = "boolean" if isinstance(value, bool) else "id"
+    # The v2 schema's two option value kinds: a boolean, or the id (a string) of a choice.
+    if (kind, type(value)) not in (("boolean", bool), ("id", str)):
+        raise SessionFailure(
+            invalid_params("value must be a boolean (type 'boolean') or a string (type 'id')")
+        )
     options = await session.set_config_option(conn, config_id, kind, value)
     return conn.config_result(options)
 

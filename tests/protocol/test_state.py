@@ -725,3 +725,27 @@ def test_a_policy_that_is_not_a_string_is_refused_not_a_crash(value: Any) -> Non
     ):
         with pytest.raises(InvalidParams):
             SessionState().apply(update)
+
+
+def test_latest_message_of_a_kind_is_found_from_the_end() -> None:
+    state = SessionState()
+    assert state.latest_message("agent_message") is None
+    for update in (
+        {"sessionUpdate": "agent_message", "messageId": "a1", "content": [_text("first")]},
+        {"sessionUpdate": "user_message", "messageId": "u1", "content": [_text("ask")]},
+        {"sessionUpdate": "agent_message", "messageId": "a2", "content": [_text("second")]},
+        {"sessionUpdate": "agent_thought", "messageId": "t1", "content": [_text("hm")]},
+    ):
+        state.apply(update)
+    latest = state.latest_message("agent_message")
+    assert latest is not None
+    assert (latest["messageId"], latest["kind"]) == ("a2", "agent_message")
+    assert latest["content"] == [_text("second")]
+    user = state.latest_message("user_message")
+    assert user is not None
+    assert user["messageId"] == "u1"
+    assert state.latest_message("nothing") is None
+
+
+def _text(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}

@@ -30,10 +30,12 @@ import anyio
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from hub.settings import Settings
 from tests.server.harness import AcpClient, acp_client, running_hub, scripted_agent
 
 pytestmark = pytest.mark.slow
@@ -195,11 +197,11 @@ def corpus(size: int, seed: int) -> list[str]:
         derandomize=False,
         suppress_health_check=list(HealthCheck),
     )
-    @given(st.randoms(use_true_random=False), frames)
-    def draw(_: random.Random, frame: str) -> None:
+    @hypothesis_seed(seed)
+    @given(frames)
+    def draw(frame: str) -> None:
         out.append(frame)
 
-    random.seed(seed)
     draw()
     return out[:size]
 
@@ -232,6 +234,8 @@ class FuzzConnection:
         self.url = url
         self.answers: Counter[Any] = Counter()
         self.errors: list[dict[str, Any]] = []
+        self.sent: dict[str, list[str]] = {}
+        """The frames sent with each request id (to name the culprit of a failure)."""
         self.closes: list[int] = []
 
     async def run(self, corpus: list[str], session_id: str) -> None:
@@ -256,7 +260,10 @@ class FuzzConnection:
                                 continue  # updates, requests, cancels: not answers
                             self.answers[_key(entry.get("id"))] += 1
                             if "error" in entry:
-                                self.errors.append(entry["error"])
+                                error = entry["error"]
+                                culprits = self.sent.get(_key(entry.get("id")), [])
+                                frames = [c[:300] for c in culprits]
+                                self.errors.append({**error, "frames": frames})
                         if all(self.answers[k] >= n for k, n in expected.items()):
                             answered.set()
                 except ConnectionClosed:
@@ -270,6 +277,7 @@ class FuzzConnection:
                         frame = frame.replace(SESSION, session_id)
                         for request_id in expected_ids(frame):
                             expected[_key(request_id)] += 1
+                            self.sent.setdefault(_key(request_id), []).append(frame)
                         await ws.send(frame)
                         sent += 1
                     # A sentinel answered after everything before it that is answered at once.
@@ -309,7 +317,8 @@ async def test_the_hub_survives_a_hostile_wire(quiet_hub_log: pytest.LogCaptureF
     assert len(frames) == MESSAGES
     agent = scripted_agent("scripted", 2)
     async with (
-        running_hub([agent]) as hub,
+        # The corpus starts many sessions: no session caps here (they are tested on their own).
+        running_hub([agent], Settings(max_sessions=0, max_sessions_per_principal=0)) as hub,
         acp_client(hub.url) as driver,
         acp_client(hub.url) as watcher,
     ):
