@@ -53,14 +53,14 @@ async def test_session_cwd_must_lie_under_a_workspace_root(tmp_path: Path) -> No
 async def test_owners_pass_mcp_servers_under_the_default_policy() -> None:
     # (Who else may start sessions is the access layer's; the policy's refusal of non-owners
     # is tested in tests/sessions/test_workspace.py.)
-    server = {"name": "sh", "command": "/bin/sh", "args": ["-c", "id"], "env": []}
+    server = {"type": "stdio", "name": "sh", "command": "/bin/sh", "args": ["-c", "id"], "env": []}
     async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as owner:
         result = await owner.call("session/new", {"cwd": "/tmp", "mcpServers": [server]})
         assert result["sessionId"]
 
 
 async def test_mcp_policy_none_and_the_command_allow_list() -> None:
-    server = {"name": "x", "command": "/bin/sh", "args": [], "env": []}
+    server = {"type": "stdio", "name": "x", "command": "/bin/sh", "args": [], "env": []}
     async with (
         running_hub([scripted_agent()], Settings(mcp_servers="none")) as hub,
         acp_client(hub.url) as owner,
