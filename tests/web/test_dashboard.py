@@ -37,8 +37,10 @@ def test_three_sessions_on_two_agents_live_and_an_approver_answers_from_a_card(
     alpha = start_session(alpha_page, hub.url, agent="scripted", query="?name=alice")
     beta = start_session(beta_page, hub.url, agent="scripted", query="?name=bob")
     gamma = start_session(gamma_page, hub.url, agent="demo", query="?name=carol")
-    for session in (alpha, beta, gamma):
-        expect(card(dashboard, session)).to_contain_text("1 watching")
+    for session, name in ((alpha, "alice"), (beta, "bob"), (gamma, "carol")):
+        expect(card(dashboard, session).locator(".card-watchers")).to_have_text(
+            f"1 watching: {name}"
+        )
     expect(card(dashboard, gamma).locator(".card-agent")).to_have_text("demo")
 
     # All three stream at once; every card follows its own session.
@@ -69,7 +71,7 @@ def test_three_sessions_on_two_agents_live_and_an_approver_answers_from_a_card(
     expect(gamma_page.locator(".permission-dialog")).to_have_count(0)
     expect(card(dashboard, gamma).locator(".card-answer")).not_to_be_empty()
     # The dashboard attached only for the answer: it is gone from the session again.
-    expect(card(dashboard, gamma)).to_contain_text("1 watching")
+    expect(card(dashboard, gamma).locator(".card-watchers")).to_have_text("1 watching: carol")
     # One connection for everything.
     assert len(sockets) == 1, sockets
 

@@ -312,8 +312,10 @@ function drawCard(node, card) {
   const facts = el('p', 'card-facts');
   const clients = Array.isArray(card.clients) ? card.clients : [];
   facts.append(el('span', 'card-agent', String(card.agent ?? '')));
-  const watchers = el('span', 'card-watchers', `${clients.length} watching`);
-  if (clients.length) watchers.title = clients.map((c) => `${String(c?.name ?? c?.clientId)} (${String(c?.role ?? '')})`).join(', ');
+  // Who watches, by name (the first few; the rest counted).
+  const names = clients.slice(0, 3).map((c) => String(c?.name ?? c?.clientId));
+  const more = clients.length > names.length ? ` and ${clients.length - names.length} more` : '';
+  const watchers = el('span', 'card-watchers', `${clients.length} watching${names.length ? `: ${names.join(', ')}${more}` : ''}`);
   facts.append(watchers);
   const turn = el('span', 'card-turn');
   if (card.turnStartedAt) turn.dataset.since = card.turnStartedAt;
