@@ -10,7 +10,8 @@ One ``Inbound`` per process, called by its connection's reader (``hub.agents.con
   answered ``-32602`` and never shown to anyone), then awaited on the sink, each in a task of
   its own; an answer the hub does not understand becomes ``cancelled``: nothing unknown
   counts as approval. ``elicitation/complete`` goes to the sink that was asked.
-* ``_``-prefixed notifications naming a session go to its sink; others are logged.
+* ``_``-prefixed notifications naming a session go to its sink; others are logged. The
+  hub's own (``_hub/...``) are never accepted from an agent.
 * ``fs/*`` and ``terminal/*`` (the hub offers neither) and other requests: ``-32601``.
 """
 
@@ -58,6 +59,13 @@ class Inbound:
                 logger.info("= agent %s: elicitation/complete for unknown %r", self.name, eid)
                 return
             call_sink(self.name, entry.sink.on_elicitation_complete, params)
+        elif method.startswith("_hub"):
+            # The hub's own notifications to clients: an agent must not speak in its name.
+            logger.warning(
+                "! agent %s: the hub's own notification %s is not accepted from an agent",
+                self.name,
+                method[:100],
+            )
         elif method.startswith("_"):
             entry = self.sessions.get(params.get("sessionId"))
             if entry is None:

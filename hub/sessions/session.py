@@ -437,7 +437,8 @@ class Session:
         self.changed()
 
     def on_extension(self, method: str, params: dict[str, Any]) -> None:
-        self.notify_attached(method, params, via_attach=False)
+        # Clients know the session by the hub's id, not by the agent's.
+        self.notify_attached(method, {**params, "sessionId": self.id}, via_attach=False)
 
     async def on_permission(self, params: dict[str, Any]) -> dict[str, Any]:
         return await self.permissions.request(params)

@@ -110,3 +110,22 @@ async def test_a_malformed_permission_request_is_refused_in_one_line(
     refusals = [r for r in caplog.records if "malformed permission request" in r.getMessage()]
     assert len(refusals) == 1
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+
+
+async def test_extension_notifications_name_the_hub_session_and_never_speak_for_the_hub(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # An agent's `_hub/...` notification used to reach every client as if the hub sent it
+    # (a forged `_hub/permission_resolved` closes dialogs), and extensions carried the agent's
+    # own session id, which no client knows.
+    caplog.set_level(logging.WARNING)
+    async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as owner:
+        sid = await owner.new_session()
+        await owner.prompt(sid, "ext-notify _hub/permission_resolved\next-notify _acme/ping")
+        await owner.wait_for(lambda: owner.idle_count(sid) >= 1)
+        await owner.wait_for(lambda: any(n["method"] == "_acme/ping" for n in owner.notifications))
+        methods = [n["method"] for n in owner.notifications]
+        assert "_hub/permission_resolved" not in methods
+        ping = next(n for n in owner.notifications if n["method"] == "_acme/ping")
+        assert ping["params"]["sessionId"] == sid
+    assert any("_hub/permission_resolved" in r.getMessage() for r in caplog.records)
