@@ -179,3 +179,31 @@ export function permissionLine(record) {
   line.append(el('span', 'perm-result', text));
   return line;
 }
+
+/**
+ * The class of a permission option's button: allow, reject or other, from its `kind`.
+ * @param {unknown} kind
+ * @returns {string}
+ */
+export function optionClass(kind) {
+  const text = String(kind ?? '');
+  return `option option-${text.startsWith('allow') ? 'allow' : text.startsWith('reject') ? 'reject' : 'other'}`;
+}
+
+/**
+ * A connection's state for people.
+ * @param {import('./rpc.js').ConnectionStatus} status
+ * @returns {string}
+ */
+export function connectionText(status) {
+  switch (status.state) {
+    case 'ready':
+      return 'live';
+    case 'waiting':
+      return status.retryInMs === undefined ? 'reconnecting…' : `reconnecting in ${Math.ceil(status.retryInMs / 1000)} s`;
+    case 'closed':
+      return status.code === 1008 ? 'not allowed (check the link or token)' : 'disconnected';
+    default:
+      return 'connecting…';
+  }
+}

@@ -14,6 +14,7 @@
  * of new waiting requests are off until the person turns them on (a click, never on load).
  */
 
+import { connectionText, optionClass } from './blocks.js';
 import { button, el, errorText, labelize, token } from './dom.js';
 import { RpcConnection, hubMeta, hubSocketUrl } from './rpc.js';
 import { initializeParams } from './session-app.js';
@@ -364,7 +365,7 @@ function drawPending(card, pending) {
         announce(`Not answered: ${errorText(error)}`);
         status.textContent = `Not answered: ${errorText(error)}`;
       });
-    }, `option option-${kind.startsWith('allow') ? 'allow' : kind.startsWith('reject') ? 'reject' : 'other'}`);
+    }, optionClass(kind));
     choice.dataset.focusKey = `${pending.permissionId}/${option.optionId}`;
     choice.setAttribute('aria-label', `${String(option?.name ?? option?.optionId)}: ${String(pending?.title ?? '')} (${String(card.agent ?? '')})`);
     options.append(choice);
@@ -500,8 +501,7 @@ rpc = new RpcConnection(hubSocketUrl(), {
 });
 rpc.addEventListener('status', (event) => {
   const status = /** @type {CustomEvent} */ (event).detail;
-  const labels = { connecting: 'connecting…', open: 'connecting…', ready: 'live', waiting: 'reconnecting…', closed: status.code === 1008 ? 'not allowed (check the link or token)' : 'disconnected' };
-  connection.textContent = labels[/** @type {keyof labels} */ (status.state)];
+  connection.textContent = connectionText(status);
   connection.className = `conn conn-${status.state}`;
   root.dataset.connection = status.state;
 });

@@ -9,6 +9,7 @@
  * person is typing a prompt) and, when the dialog goes, back to where it was.
  */
 
+import { optionClass } from './blocks.js';
 import { renderDiff } from './diff.js';
 import { button, el, errorText, idPart, labelize } from './dom.js';
 import { ElicitationForm } from './elicitation.js';
@@ -93,7 +94,7 @@ export class Dialogs {
       const choice = button(String(option?.name ?? option?.optionId), () => {
         this.actions.answer(requestId, String(option.optionId));
         this.remove(requestId);
-      }, `option option-${kind.startsWith('allow') ? 'allow' : kind.startsWith('reject') ? 'reject' : 'other'}`);
+      }, optionClass(kind));
       options.append(choice);
     }
     dialog.append(options);

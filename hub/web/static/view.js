@@ -12,6 +12,7 @@
  * ANSI and diff renderers (which do the same), or attribute setters on elements we created.
  */
 
+import { connectionText } from './blocks.js';
 import { Dialogs } from './dialogs.js';
 import { button, el, errorText, labelize, token } from './dom.js';
 import { SidePanels } from './panels.js';
@@ -217,14 +218,7 @@ export class SessionView {
 
   /** @param {ConnectionStatus} status */
   setConnection(status) {
-    const labels = {
-      connecting: 'connecting…',
-      open: 'connecting…',
-      ready: 'live',
-      waiting: `reconnecting in ${Math.ceil((status.retryInMs ?? 0) / 1000)} s`,
-      closed: status.code === 1008 ? 'not allowed (check the link or token)' : 'disconnected',
-    };
-    this.connection.textContent = labels[status.state];
+    this.connection.textContent = connectionText(status);
     this.connection.className = `conn conn-${status.state}`;
     this.root.dataset.connection = status.state;
   }
