@@ -67,6 +67,7 @@ from hub.server.transport import FrameWriter
 from hub.sessions import arbiter
 from hub.sessions.client import ReplyHandler
 from hub.sessions.errors import SessionFailure
+from hub.sessions.mirror import FORWARDED_METHODS, MirrorSession
 from hub.sessions.registry import SessionRegistry
 from hub.sessions.session import Replay, Session
 from hub.settings import Role, Settings, role_rank
@@ -417,6 +418,12 @@ class ClientConnection:
             return
         sync = SYNC_METHODS.get(method)
         if sync is not None:
+            named = params.get("sessionId")
+            mirror = self.sessions.get(named) if isinstance(named, str) else None
+            if method in FORWARDED_METHODS and isinstance(mirror, MirrorSession):
+                # A session another node owns: the owner answers (hub.sessions.mirror).
+                self._spawn(lambda: self._forward(entry.id, mirror, method, params, reply), method)
+                return
             if method in REMOTE_ATTACH and self.registry.is_remote(params.get("sessionId")):
                 # A session another node owns, not followed here yet: follow it, then attach.
                 self._spawn(lambda: self._attach_remote(entry.id, sync, params, reply), method)
@@ -437,6 +444,21 @@ class ClientConnection:
         if method == "initialize":
             done = self._initializing = anyio.Event()
         self._spawn(lambda: self._run_async(entry.id, handler, params, reply, scope, done), method)
+
+    async def _forward(
+        self,
+        request_id: Any,
+        mirror: MirrorSession,
+        method: str,
+        params: dict[str, Any],
+        reply: Callable[[bytes], None],
+    ) -> None:
+        try:
+            frame = jsonrpc.response(request_id, await mirror.forward_method(self, method, params))
+        except Exception as exc:
+            frame = jsonrpc.error(request_id, self._failure(exc))
+        if self.state is not ConnectionState.CLOSED:
+            reply(frame)
 
     async def _attach_remote(
         self,

@@ -34,10 +34,16 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from hub.protocol.errors import NOT_OWNER, RpcError, hub_error, resource_not_found
+from hub.protocol.errors import (
+    NOT_OWNER,
+    RpcError,
+    hub_error,
+    invalid_params,
+    resource_not_found,
+)
 from hub.sessions.client import ClientHandle, ReplyHandler
 from hub.sessions.errors import SessionFailure
-from hub.sessions.mirror import Gap, MirrorSession
+from hub.sessions.mirror import FORWARDED_METHODS, Gap, MirrorSession
 from hub.settings import ROLES, Role
 from hub.store import SessionRecord, SharedStore, StoreError
 
@@ -371,6 +377,23 @@ class Cluster:
             elif op == "cancel":
                 await session.cancel(client)
                 reply["result"] = None
+            elif op == "config":
+                reply["result"] = await session.set_config_option(
+                    client,
+                    str(params.get("configId")),
+                    str(params.get("kind")),
+                    params.get("value"),
+                )
+            elif op == "mode":
+                await session.set_mode(client, str(params.get("modeId")))
+                reply["result"] = None
+            elif op == "close":
+                await self.registry.close(client, session, delete=bool(params.get("delete")))
+                reply["result"] = None
+            elif op == "method":
+                reply["result"] = _run_method(
+                    session, client, str(params.get("method")), params.get("params") or {}
+                )
             else:
                 raise SessionFailure(hub_error(NOT_OWNER, f"{op!r} is not forwarded"))
         except SessionFailure as exc:
@@ -565,6 +588,23 @@ class Cluster:
             log.info("= %s: followed on this node (seq %s)", session_id, mirror.log.last_seq)
         self._mirrors_changed.set()
         return mirror
+
+
+def _run_method(session: Any, client: ClientHandle, method: str, params: dict[str, Any]) -> Any:
+    """Owner side: one of ``FORWARDED_METHODS`` for a client of another node."""
+    if method == "_hub/set_policy":
+        return session.set_policy(client, params.get("prompt"), params.get("permission"))
+    if method.startswith("_hub/lease/") and method in FORWARDED_METHODS:
+        target = params.get("clientId")
+        action = method.removeprefix("_hub/lease/")
+        return session.lease_action(client, action, target if isinstance(target, str) else None)
+    if method == "_hub/queue/withdraw":
+        queue_id = params.get("queueId")
+        if not isinstance(queue_id, str):
+            raise SessionFailure(invalid_params("queueId is required"))
+        session.withdraw_prompt(client, queue_id)
+        return {}
+    raise SessionFailure(hub_error(NOT_OWNER, f"{method!r} is not forwarded"))
 
 
 __all__ = ["Cluster", "RemoteClient"]

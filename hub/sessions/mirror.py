@@ -155,8 +155,17 @@ class MirrorSession(Session):
         self.require(client, "driver", "session/cancel")
         await self._forward(self, "cancel", client, {})
 
+    async def forward_method(
+        self, client: ClientHandle, method: str, params: dict[str, Any]
+    ) -> Any:
+        """A hub method the owner answers (``FORWARDED_METHODS``): policies, the lease, queue
+        withdrawal."""
+        if method not in FORWARDED_METHODS:
+            raise _not_here(method)
+        return await self._forward(self, "method", client, {"method": method, "params": params})
+
     def set_policy(self, client: ClientHandle, prompt: Any, permission: Any) -> dict[str, Any]:
-        raise _not_here("_hub/set_policy")
+        raise _not_here("_hub/set_policy")  # forwarded before it gets here (forward_method)
 
     def lease_action(
         self, client: ClientHandle, action: str, target: str | None = None
@@ -169,10 +178,31 @@ class MirrorSession(Session):
     async def set_config_option(
         self, client: ClientHandle, config_id: str, kind: str, value: Any
     ) -> list[dict[str, Any]]:
-        raise _not_here("session/set_config_option")
+        self.require(client, "driver", "session/set_config_option")
+        params = {"configId": config_id, "kind": kind, "value": value}
+        options = await self._forward(self, "config", client, params)
+        return list(options) if isinstance(options, list) else []
 
     async def set_mode(self, client: ClientHandle, mode_id: str) -> None:
-        raise _not_here("session/set_mode")
+        self.require(client, "driver", "session/set_mode")
+        await self._forward(self, "mode", client, {"modeId": mode_id})
+
+    async def close_at_owner(self, client: ClientHandle, *, delete: bool) -> None:
+        """``session/close`` / ``session/delete``, done by the owner."""
+        await self._forward(self, "close", client, {"delete": delete})
+
+
+FORWARDED_METHODS = frozenset(
+    {
+        "_hub/set_policy",
+        "_hub/lease/request",
+        "_hub/lease/release",
+        "_hub/lease/grant",
+        "_hub/queue/withdraw",
+    }
+)
+"""Synchronous hub methods that a mirror forwards to the owner (the connection answers them
+once the owner did)."""
 
 
 def _not_here(method: str) -> Exception:
@@ -213,4 +243,4 @@ class _Remote:
         return None
 
 
-__all__ = ["Gap", "MirrorSession"]
+__all__ = ["FORWARDED_METHODS", "Gap", "MirrorSession"]

@@ -401,17 +401,18 @@ class SessionRegistry:
         if client is not None:
             session.require(client, "owner", "session/delete" if delete else "session/close")
         if isinstance(session, MirrorSession):
-            raise SessionFailure(
-                hub_error(
-                    NOT_OWNER,
-                    "Closing a session another node owns is not forwarded; "
-                    "connect to the owner's node",
-                )
-            )
+            if client is None:
+                return  # only the owner reaps its idle sessions
+            await session.close_at_owner(client, delete=delete)
+            return
         session.closed = True
         self.sessions.pop(session.id, None)
         await self._forget(session.id)
         for attachment in tuple(session.attached.values()):
+            if getattr(attachment.client, "remote", False):
+                # A client of another node: its node tells it when it sees the session gone.
+                session.detach(attachment.client, reason="session closed")
+                continue
             attachment.client.notify(
                 "_hub/session_closed",
                 {

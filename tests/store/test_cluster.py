@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from hub.protocol.state import SessionState
 from tests.redis_server import RedisServer
 from tests.server.harness import AcpClient, acp_client
 from tests.store.hubproc import HubProcess, hub_process, scripted
@@ -74,6 +75,19 @@ async def turns_ended(client: AcpClient, session_id: str, count: int) -> None:
     await client.wait_for(lambda: client.idle_count(session_id) >= count)
 
 
+def fold_upto(client: AcpClient, session_id: str, seq: int) -> dict[str, Any]:
+    """The state ``client`` folded from what it got up to event ``seq`` (replay included)."""
+    state = SessionState()
+    for params in client.session_updates(session_id):
+        if params.get("_meta", {}).get("acp-hub", {}).get("seq", 0) <= seq:
+            state.apply(params["update"])
+    return state.snapshot()
+
+
+async def seen_up_to(client: AcpClient, session_id: str, seq: int) -> None:
+    await client.wait_for(lambda: client.last_seq(session_id) >= seq)
+
+
 async def chunks_seen(client: AcpClient, session_id: str, count: int) -> None:
     await client.wait_for(
         lambda: len(updates_of(client, session_id, "agent_message_chunk")) >= count
@@ -115,13 +129,14 @@ async def test_any_node_lists_follows_and_prompts_every_session(
         await driver.prompt(session_id, "stream 300 24")
         for observer in observers:
             await turns_ended(observer, session_id, 1)
-        # One stream: every observer saw contiguous seqs ending at the same event, and folds
-        # the same state, whichever node it is on.
-        last = {observer.last_seq(session_id) for observer in observers}
-        assert len(last) == 1
+        # One stream: every observer saw contiguous seqs up to the same event, and folds the
+        # same state, whichever node it is on (presence may still follow the turn: wait).
+        top = max(observer.last_seq(session_id) for observer in observers)
+        for observer in observers:
+            await seen_up_to(observer, session_id, top)
         for observer in observers:
             seqs_contiguous(observer, session_id)
-        states = [o.fold(session_id).snapshot() for o in observers]
+        states = [fold_upto(o, session_id, top) for o in observers]
         assert states[0] == states[1] == states[2]
 
         # A prompt sent on node B to the session node A owns runs on A.
@@ -130,9 +145,12 @@ async def test_any_node_lists_follows_and_prompts_every_session(
         assert answer["_meta"]["acp-hub"]["queued"] is False
         for observer in observers:
             await turns_ended(observer, session_id, 2)
+        top = max(observer.last_seq(session_id) for observer in observers)
+        for observer in observers:
+            await seen_up_to(observer, session_id, top)
         prompts = updates_of(observers[2], session_id, "_hub_prompt")
         assert prompts[-1]["clientId"] == remote.init_result["_meta"]["acp-hub"]["connectionId"]
-        assert observers[0].fold(session_id).snapshot() == observers[2].fold(session_id).snapshot()
+        assert fold_upto(observers[0], session_id, top) == fold_upto(observers[2], session_id, top)
 
         # Every node lists the session.
         for observer in observers:
@@ -173,7 +191,10 @@ async def test_the_owner_killed_another_node_takes_over(
         for watcher, before in zip(watchers, ended, strict=True):
             await turns_ended(watcher, session_id, before + 1)
             seqs_contiguous(watcher, session_id)
-        assert watchers[0].fold(session_id).snapshot() == watchers[1].fold(session_id).snapshot()
+        top = max(w.last_seq(session_id) for w in watchers)
+        for watcher in watchers:
+            await seen_up_to(watcher, session_id, top)
+        assert fold_upto(watchers[0], session_id, top) == fold_upto(watchers[1], session_id, top)
 
 
 def connection_id(client: AcpClient) -> str:
@@ -296,3 +317,51 @@ async def test_a_node_that_lost_its_lease_moves_its_clients(
         assert seqs[0] > seq
         joined = [s for s in seen_before if s <= seq] + seqs
         assert joined == list(range(joined[0], joined[0] + len(joined)))
+
+
+async def test_policies_config_and_close_from_another_node(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    async with three_nodes(tmp_path, redis_server) as (a, b, c), AsyncExitStack() as stack:
+        owner = await stack.enter_async_context(acp_client(a.url))
+        session_id = await owner.new_session(cwd=str(cwd))
+        on_b, on_c = [await stack.enter_async_context(acp_client(n.url)) for n in (b, c)]
+        for client in (on_b, on_c):
+            await watch(client, session_id)
+        policy = await on_b.call(
+            "_hub/set_policy", {"sessionId": session_id, "prompt": "reject", "permission": "owner"}
+        )
+        assert policy == {"prompt": "reject", "permission": "owner"}
+        for client in (owner, on_b, on_c):
+            await policy_seen(client, session_id, "reject")
+        lease = await on_c.call("_hub/lease/request", {"sessionId": session_id})
+        assert lease == {"holder": connection_id(on_c)}
+        options = await on_c.call(
+            "session/set_config_option",
+            {"sessionId": session_id, "configId": "mode", "value": "code"},
+        )
+        mode = next(o for o in options["configOptions"] if o["configId"] == "mode")
+        assert mode["currentValue"] == "code"
+        await on_b.call("session/close", {"sessionId": session_id})
+        for client in (owner, on_b, on_c):
+            await closed_notice(client, session_id)
+        listed = await on_c.call("session/list", {})
+        assert session_id not in {s["sessionId"] for s in listed["sessions"]}
+
+
+async def policy_seen(client: AcpClient, session_id: str, prompt: str) -> None:
+    await client.wait_for(
+        lambda: (client.fold(session_id).hub("_hub_policy") or {}).get("prompt") == prompt
+    )
+
+
+async def closed_notice(client: AcpClient, session_id: str) -> None:
+    await client.wait_for(
+        lambda: any(
+            n["method"] == "_hub/session_closed" and n["params"].get("sessionId") == session_id
+            for n in client.notifications
+        ),
+        timeout=LEASE * 5,
+    )

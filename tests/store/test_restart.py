@@ -86,6 +86,17 @@ async def replay_state(url: str, session_id: str) -> tuple[SessionState, dict[st
         return late.fold(session_id), meta(result)
 
 
+async def held_at(
+    client: AcpClient, before: SessionState, session_id: str, seq: int
+) -> SessionState:
+    """The state ``client`` holds at event ``seq`` (``before`` and its events up to it): what a
+    replay answered at ``seq`` must equal (later events, a late joiner's presence, may follow)."""
+    await client.wait_for(lambda: client.last_seq(session_id) >= seq)
+    return before.apply_all(
+        p["update"] for p in client.session_updates(session_id) if meta(p).get("seq", 0) <= seq
+    )
+
+
 async def stored_up_to(store_url: str, session_id: str, seq: int) -> None:
     """Wait until the store holds event ``seq`` of ``session_id`` (written by the hub)."""
     store = open_store(store_url)
@@ -142,8 +153,8 @@ async def test_clean_restart_resumes_cursors_exactly(tmp_path: Path, store_url: 
         await client.prompt(session_id, "say hello after the restart")
         await client.wait_for(lambda: client.idle_count(session_id) == 1)
         contiguous_after(client, session_id, seq)
-        state, _ = await replay_state(hub.url, session_id)
-        held = before.apply_all(u["update"] for u in client.session_updates(session_id))
+        state, cursor = await replay_state(hub.url, session_id)
+        held = await held_at(client, before, session_id, cursor["seq"])
         assert held.snapshot() == state.snapshot()
         agent_status = state.hub("_hub_agent")
         assert agent_status is not None
@@ -193,8 +204,8 @@ async def test_crash_continues_under_a_new_epoch(tmp_path: Path, store_url: str)
             await client.prompt(session_id, "say hello after the crash")
             await client.wait_for(lambda: client.idle_count(session_id) == 1)
             contiguous_after(client, session_id, seq)
-            held = before.apply_all(u["update"] for u in client.session_updates(session_id))
-            state, _ = await replay_state(hub.url, session_id)
+            state, cursor = await replay_state(hub.url, session_id)
+            held = await held_at(client, before, session_id, cursor["seq"])
             assert held.snapshot() == state.snapshot()
             last = client.last_seq(session_id)
             await ahead.wait_for(lambda: ahead.last_seq(session_id) >= last)
