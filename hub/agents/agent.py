@@ -419,7 +419,7 @@ class Agent:
         offered = versions.offer(self.spec.protocol)
         result = await live.conn.request("initialize", initialize_params(offered))
         if not isinstance(result, dict):
-            raise agent_unavailable(self.name, f"initialize answered {result!r}")
+            raise agent_unavailable(self.name, f"initialize answered {result!r:.200}")
         try:
             version = versions.accept(offered, result.get("protocolVersion"), self.spec.protocol)
         except VersionError as exc:

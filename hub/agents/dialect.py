@@ -150,7 +150,7 @@ class Dialect:
         params = {"cwd": cwd, "mcpServers": self._mcp_servers(mcp_servers)}
         result = await self.conn.request("session/new", params, on_reply=on_reply, deadline=True)
         if not holder:
-            raise agent_unavailable(self.name, f"session/new answered {result!r}")
+            raise agent_unavailable(self.name, f"session/new answered {result!r:.200}")
         entry = holder[0]
         if entry.translator is None:
             return entry, dicts(result.get("configOptions"))
@@ -322,7 +322,7 @@ class V1Dialect(Dialect):
                 if isinstance(reason, str):
                     done = translator.prompt_finished(reason)
                 else:
-                    error = invalid_params(f"prompt result without a stopReason: {result!r}")
+                    error = invalid_params(f"prompt result without a stopReason: {result!r:.200}")
             if error is not None:
                 done = translator.prompt_failed(error)
             for update in done:

@@ -167,7 +167,10 @@ class Inbound:
             outcome = permission_outcome_for_agent(answer, options)
         except InvalidParams as exc:
             logger.warning(
-                "! agent %s: permission answer %r refused (%s): cancelled", self.name, answer, exc
+                "! agent %s: permission answer %.200r refused (%s): cancelled",
+                self.name,
+                answer,
+                exc,
             )
             outcome = dict(_CANCELLED)
         return {"outcome": outcome}
@@ -187,6 +190,8 @@ class Inbound:
             raise AgentError(invalid_params(str(exc))) from None
         result = await entry.sink.on_elicitation(request)
         if not isinstance(result, dict) or not isinstance(result.get("action"), str):
-            logger.warning("! agent %s: elicitation answer %r refused: cancel", self.name, result)
+            logger.warning(
+                "! agent %s: elicitation answer %.200r refused: cancel", self.name, result
+            )
             return {"action": "cancel"}
         return result
