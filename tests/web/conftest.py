@@ -41,14 +41,20 @@ def embedding() -> Iterator[Embedding]:
 
 @pytest.fixture(scope="session")
 def hub(embedding: Embedding, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
-    """``acp-hub demo --port 0`` with the scripted agent, one allowed embedding origin and
-    ``presence_viewers = 1``."""
+    """``acp-hub demo --port 0`` with the scripted agent (twice: ``scripted``, and ``resumable``,
+    which keeps its sessions on disk so that a new process takes them back), one allowed
+    embedding origin and ``presence_viewers = 1``."""
     config = tmp_path_factory.mktemp("hub") / "acp-hub.toml"
     # One listed viewer at most, so that a test can see an audience counted, not listed.
     config.write_text(
         f'[hub]\nembed_origins = ["{embedding.allowed.origin}"]\npresence_viewers = 1\n'
     )
     scripted = shlex.join([sys.executable, str(SCRIPTED), "--protocol", "2"])
+    agent_state = config.parent / "agent-state"
+    agent_state.mkdir()
+    resumable = shlex.join(
+        [sys.executable, str(SCRIPTED), "--protocol", "2", "--state-dir", str(agent_state)]
+    )
     command = [
         sys.executable,
         "-m",
@@ -60,6 +66,8 @@ def hub(embedding: Embedding, tmp_path_factory: pytest.TempPathFactory) -> Itera
         str(config),
         "--agent",
         f"scripted={scripted}",
+        "--agent",
+        f"resumable={resumable}",
         "--log-level",
         "warning",
     ]

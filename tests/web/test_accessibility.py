@@ -166,7 +166,7 @@ def test_keyboard_only_turn_with_a_permission(hub: Hub, new_page: NewPage) -> No
         raise AssertionError(f"Tab never reached {selector}")
 
     tab_to("#new-agent")
-    page.keyboard.press("End")  # the last agent: demo, scripted -> scripted
+    page.keyboard.type("s")  # the first agent whose name starts with s
     expect(page.locator("#new-agent")).to_have_value("scripted")
     tab_to("#new-cwd")
     page.keyboard.press("Control+a")

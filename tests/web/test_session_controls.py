@@ -222,6 +222,21 @@ def test_agent_exit_and_lost_session_explained_in_words(hub: Hub, new_page: NewP
     expect(page.locator(".composer-error")).not_to_be_empty()
 
 
+def test_agent_restart_that_takes_the_session_back_explained_in_words(
+    hub: Hub, new_page: NewPage
+) -> None:
+    page = new_page()
+    start_session(page, hub.url, agent="resumable")
+    send_prompt(page, "crash")
+    status = page.locator(".agent-status")
+    expect(status).to_contain_text("exited with code 3")
+    send_prompt(page, "say back again")
+    expect(status).to_contain_text("was restarted and took this session back")
+    expect(status).to_contain_text("the conversation continues")
+    wait_idle(page)
+    agent_said(page, "back again")
+
+
 def test_replay_shows_its_progress(hub: Hub, new_page: NewPage) -> None:
     writer = new_page()
     session = start_session(writer, hub.url, agent="scripted")
