@@ -135,6 +135,8 @@ class Settings:
     """Live sessions in the hub; ``session/new`` beyond it: ``-32050``."""
     max_sessions_per_principal: int = 100
     """Live sessions created by one principal; beyond it: ``-32050``."""
+    list_page_size: int = 100
+    """Sessions in one page of ``session/list`` (the rest follow its ``nextCursor``)."""
     max_prompt_bytes: int = 1 * MIB
     """The largest prompt (its content blocks, encoded) a client may send: ``-32602``."""
     max_state_bytes: int = 64 * MIB
@@ -220,6 +222,7 @@ class Settings:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
         for name in (
+            "list_page_size",
             "max_prompt_bytes",
             "max_state_bytes",
             "outbox_bytes",

@@ -518,18 +518,27 @@ class Bridge:
             return None
         if track.turn_message != wait.message_id:
             return "end_turn"  # a later prompt started: this turn ended, its reason unknown
-        try:
-            listed = await self._call(ws, "session/list", {})
-        except (HubError, LinkFailure):
-            return None
-        entries = listed.get("sessions") if isinstance(listed, dict) else None
-        for entry in entries if isinstance(entries, list) else []:
-            if isinstance(entry, dict) and entry.get("sessionId") == wait.session_id:
-                meta = _hub_meta(entry)
-                if meta.get("state") == "idle":
-                    reason = meta.get("stopReason")
-                    return reason if isinstance(reason, str) else "end_turn"
-        return None
+        params: dict[str, Any] = {}
+        # session/list is paged (docs/protocol.md): follow nextCursor until the session shows.
+        while True:
+            try:
+                listed = await self._call(ws, "session/list", params)
+            except (HubError, LinkFailure):
+                return None
+            if not isinstance(listed, dict):
+                return None
+            entries = listed.get("sessions")
+            for entry in entries if isinstance(entries, list) else []:
+                if isinstance(entry, dict) and entry.get("sessionId") == wait.session_id:
+                    meta = _hub_meta(entry)
+                    if meta.get("state") == "idle":
+                        reason = meta.get("stopReason")
+                        return reason if isinstance(reason, str) else "end_turn"
+                    return None
+            cursor = listed.get("nextCursor")
+            if not isinstance(cursor, str) or cursor == params.get("cursor"):
+                return None
+            params = {"cursor": cursor}
 
     async def _fail_orphans(self, error: RpcError) -> None:
         orphans, self._orphans = self._orphans, []

@@ -36,6 +36,7 @@ from hub.protocol.errors import (
 )
 from hub.protocol.mcp_servers import check_mcp_servers_v2, mcp_servers_v1_to_v2
 from hub.protocol.version import negotiate_as_agent
+from hub.server import listing
 from hub.server.watch import watch_of
 from hub.sessions import arbiter, workspace
 from hub.sessions.errors import SessionFailure
@@ -274,11 +275,19 @@ async def _session_new(conn: ClientConnection, params: dict[str, Any]) -> Result
 
 
 def _session_list(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    entries = conn.registry.list()
+    """One page of ``list_page_size`` sessions, ordered by id; ``nextCursor`` while more
+    follow (https://agentclientprotocol.com/protocol/v2/session-list#pagination)."""
     cwd = params.get("cwd")
-    if isinstance(cwd, str):
-        entries = [e for e in entries if e["cwd"] == cwd]
-    return {"sessions": entries}
+    after = listing.after_cursor(params.get("cursor"))
+    entries, more = conn.registry.list(
+        cwd=cwd if isinstance(cwd, str) else None,
+        after=after,
+        limit=conn.registry.settings.list_page_size,
+    )
+    result: dict[str, Any] = {"sessions": entries}
+    if more:
+        result["nextCursor"] = listing.cursor_after(entries[-1]["sessionId"])
+    return result
 
 
 def _resume(conn: ClientConnection, params: dict[str, Any], default: Replay) -> Result:

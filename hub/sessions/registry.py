@@ -32,7 +32,7 @@ from hub.sessions.metrics import SessionMetrics
 from hub.sessions.mirror import MirrorSession
 from hub.sessions.session import Session
 from hub.settings import Settings
-from hub.store import SharedStore, Store, StoreError
+from hub.store import SessionRecord, SharedStore, Store, StoreError
 from hub.store.memory import MemoryStore
 
 if TYPE_CHECKING:
@@ -357,43 +357,39 @@ class SessionRegistry:
                     log.info("= %s: closed after %.0f s without clients", session.id, timeout)
                     await self.close(None, session, delete=False)
 
-    def list(self) -> list[dict[str, Any]]:
-        """The v2 ``SessionInfo`` entries of every session, with the hub's ``_meta``."""
-        entries = []
-        shown = dict(self.sessions)
+    def list(
+        self,
+        *,
+        cwd: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+        visible: Callable[[str], bool] | None = None,
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """One page of ``session/list``: the v2 ``SessionInfo`` entries with the hub's ``_meta``.
+
+        Sessions are ordered by id, which neither a new session nor a closed one changes: a
+        client that pages with ``after`` (the last id of its previous page) sees every session
+        that existed throughout its paging exactly once. ``cwd`` keeps the sessions of that
+        working directory only, ``visible`` (a test of the session id) those a client may
+        see; ``limit`` caps the page (``None``: no cap). Only the entries of the page are
+        built. Returns the entries and whether more follow.
+        """
+        shown: dict[str, Session | tuple[SessionRecord, str | None]] = dict(self.sessions)
         if self.cluster is not None:
             shown.update({k: v for k, v in self.cluster.mirrors.items() if k not in shown})
-        for session in shown.values():
-            entry: dict[str, Any] = {
-                "sessionId": session.id,
-                "cwd": session.cwd,
-                "_meta": {"acp-hub": session.summary()},
-            }
-            if session.state.title:
-                entry["title"] = session.state.title
-            entries.append(entry)
-        if self.cluster is not None:
             # Owned by other nodes and not followed here: what the directory says.
-            for session_id, (record, owner) in self.cluster.directory.items():
-                if session_id in shown:
-                    continue
-                entries.append(
-                    {
-                        "sessionId": session_id,
-                        "cwd": record.cwd,
-                        "_meta": {
-                            "acp-hub": {
-                                "agent": record.agent,
-                                "agentSessionId": record.agent_session_id,
-                                "state": "lost" if record.status == "lost" else "unknown",
-                                "promptPolicy": record.prompt_policy,
-                                "permissionPolicy": record.permission_policy,
-                                "node": owner,
-                            }
-                        },
-                    }
-                )
-        return entries
+            for session_id, known in self.cluster.directory.items():
+                shown.setdefault(session_id, known)
+        ids = sorted(
+            i
+            for i, v in shown.items()
+            if (after is None or i > after)
+            and (cwd is None or _cwd_of(v) == cwd)
+            and (visible is None or visible(i))
+        )
+        more = limit is not None and len(ids) > limit
+        page = ids[:limit] if limit is not None else ids
+        return [_info(i, shown[i]) for i in page], more
 
     async def close(self, client: ClientHandle | None, session: Session, *, delete: bool) -> None:
         """Close (and with ``delete`` forget at the agent) a session; owner only. ``client``
@@ -440,3 +436,38 @@ class SessionRegistry:
             await self.store.remove(session_id)
         except StoreError as exc:
             log.warning("! %s: not removed from the store: %s", session_id, exc)
+
+
+def _cwd_of(listed: Session | tuple[SessionRecord, str | None]) -> str:
+    """The ``cwd`` of a listed session, or of a directory record ``(record, owner)``."""
+    if isinstance(listed, tuple):
+        return listed[0].cwd
+    return listed.cwd
+
+
+def _info(session_id: str, listed: Session | tuple[SessionRecord, str | None]) -> dict[str, Any]:
+    """The ``SessionInfo`` of a session here (or mirrored), or of another node's record."""
+    if isinstance(listed, tuple):
+        record, owner = listed
+        return {
+            "sessionId": session_id,
+            "cwd": record.cwd,
+            "_meta": {
+                "acp-hub": {
+                    "agent": record.agent,
+                    "agentSessionId": record.agent_session_id,
+                    "state": "lost" if record.status == "lost" else "unknown",
+                    "promptPolicy": record.prompt_policy,
+                    "permissionPolicy": record.permission_policy,
+                    "node": owner,
+                }
+            },
+        }
+    entry: dict[str, Any] = {
+        "sessionId": listed.id,
+        "cwd": listed.cwd,
+        "_meta": {"acp-hub": listed.summary()},
+    }
+    if listed.state.title:
+        entry["title"] = listed.state.title
+    return entry
