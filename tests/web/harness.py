@@ -185,3 +185,13 @@ def transcript(page: Any) -> str:
 def screenshot_path(name: str) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     return SCREENSHOTS / name
+
+
+def hide_paths(page: Any) -> None:
+    """Before a screenshot: hide the directories sessions run in (the checkout's path tells a
+    reader of the documentation nothing). Through the CSSOM, which the pages' CSP allows."""
+    for frame in page.frames:  # embedded sessions too
+        frame.evaluate(
+            "() => { for (const node of document.querySelectorAll("
+            "'.card-cwd, .terminal-cwd, .permission-cwd')) node.style.visibility = 'hidden'; }"
+        )

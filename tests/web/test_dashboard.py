@@ -10,7 +10,14 @@ from typing import Any
 from playwright.sync_api import expect
 
 from tests.support import ROOT
-from tests.web.harness import Hub, screenshot_path, send_prompt, start_session, wait_idle
+from tests.web.harness import (
+    Hub,
+    hide_paths,
+    screenshot_path,
+    send_prompt,
+    start_session,
+    wait_idle,
+)
 
 NewPage = Callable[..., Any]
 
@@ -58,6 +65,7 @@ def test_three_sessions_on_two_agents_live_and_an_approver_answers_from_a_card(
     expect(dashboard.locator(".card").first).to_have_attribute("data-session-id", gamma)
     expect(dashboard).to_have_title("(1 waiting) Sessions · acp-hub")
     expect(waiting.locator(".card-turn")).to_contain_text("turn: ")
+    hide_paths(dashboard)
     dashboard.screenshot(path=screenshot_path("dashboard.png"))
 
     # The approver answers from the card; the agent continues and finishes the turn.

@@ -9,6 +9,7 @@ from typing import Any
 from tests.web.harness import (
     Embedding,
     Hub,
+    hide_paths,
     screenshot_path,
     send_prompt,
     start_session,
@@ -47,6 +48,7 @@ def test_widget_on_an_allowed_origin_shows_the_session_and_sizes_itself(
     # the element's max-height.
     host.wait_for_function(f"({FRAME_HEIGHT})() > 240")
     assert host.evaluate(FRAME_HEIGHT) <= 560
+    hide_paths(host)
     host.screenshot(path=str(screenshot_path("widget.png")))
 
 

@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 
 from tests.web.harness import (
     Hub,
+    hide_paths,
     open_as,
     screenshot_path,
     send_prompt,
@@ -145,6 +146,7 @@ def test_demo_turn_renders_markdown_thoughts_diff_terminal_plan(
     assert "end turn" in page.locator(".state-badge").inner_text()
 
     page.evaluate("window.scrollTo(0, 0)")
+    hide_paths(page)
     page.screenshot(path=str(screenshot_path("session-desktop.png")))
     phone = new_page(viewport={"width": 360, "height": 760}, device_scale_factor=2)
     phone.goto(f"{hub.url}/s/{session}")
@@ -153,11 +155,13 @@ def test_demo_turn_renders_markdown_thoughts_diff_terminal_plan(
     width = phone.evaluate("document.documentElement.scrollWidth")
     assert width <= 360, width
     phone.locator(".msg-agent").last.scroll_into_view_if_needed()
+    hide_paths(phone)
     phone.screenshot(path=str(screenshot_path("session-phone.png")))
     dark = new_page(viewport={"width": 1280, "height": 860}, color_scheme="dark")
     dark.goto(f"{hub.url}/s/{session}")
     wait_idle(dark)
     dark.locator(".terminal").first.scroll_into_view_if_needed()
+    hide_paths(dark)
     dark.screenshot(path=str(screenshot_path("session-dark.png")))
 
 
