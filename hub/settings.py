@@ -15,12 +15,18 @@ from hub.access.hosts import is_loopback
 
 Role = Literal["viewer", "approver", "driver", "owner"]
 PromptPolicy = Literal["queue", "reject", "lease"]
-PermissionPolicy = Literal["first", "owner", "lease"]
+PermissionPolicy = Literal["first", "owner", "lease", "designated", "consensus"]
 AuthMode = Literal["token", "none"]
 
 ROLES: tuple[Role, ...] = ("viewer", "approver", "driver", "owner")
 PROMPT_POLICIES: tuple[PromptPolicy, ...] = ("queue", "reject", "lease")
-PERMISSION_POLICIES: tuple[PermissionPolicy, ...] = ("first", "owner", "lease")
+PERMISSION_POLICIES: tuple[PermissionPolicy, ...] = (
+    "first",
+    "owner",
+    "lease",
+    "designated",
+    "consensus",
+)
 McpPolicy = Literal["none", "owner", "any"]
 MCP_POLICIES: tuple[McpPolicy, ...] = ("none", "owner", "any")
 AUTH_MODES: tuple[AuthMode, ...] = ("token", "none")
@@ -113,6 +119,8 @@ class Settings:
     # Arbitration.
     prompt_policy: PromptPolicy = "queue"
     permission_policy: PermissionPolicy = "first"
+    consensus_quorum: int = 2
+    """Under the ``consensus`` permission policy, how many distinct principals must allow."""
     permission_timeout: float = 600.0
     """A permission request nobody answers within this many seconds resolves ``cancelled``."""
     lease_timeout: float = 300.0
@@ -197,6 +205,8 @@ class Settings:
             raise ValueError(f"prompt_policy must be one of {PROMPT_POLICIES}")
         if self.permission_policy not in PERMISSION_POLICIES:
             raise ValueError(f"permission_policy must be one of {PERMISSION_POLICIES}")
+        if self.consensus_quorum < 1:
+            raise ValueError("consensus_quorum must be at least 1")
         if self.presence_viewers < 0:
             raise ValueError("presence_viewers must not be negative")
         parse_store_url(self.store)

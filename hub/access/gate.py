@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +65,9 @@ class Gate:
         self.audit = audit
         self.state_dir = state
         self.allowed_hosts = effective_allowed_hosts(settings.host, settings.allowed_hosts)
+        self.on_revoke: list[Callable[[str], int]] = []
+        """Called with a link id once it is revoked; each returns how many live connections
+        it closed (the server closes those the link admitted)."""
 
     @classmethod
     def from_settings(cls, settings: Settings, environ: Mapping[str, str] = os.environ) -> Gate:
@@ -232,6 +235,16 @@ class Gate:
             max_uses=max_uses,
         )
         self.links.add(link)
+        self.audit.record(
+            "share_created",
+            principal=created_by,
+            linkId=link_id,
+            sessionId=session_id,
+            role=role,
+            expiresAt=link.expires_at,
+            maxUses=max_uses,
+            label=label,
+        )
         token = self.authority.mint(
             sub=f"link:{link_id}",
             name=label or f"guest ({role})",
@@ -244,3 +257,12 @@ class Gate:
             now=now,
         )
         return link, token
+
+    def revoke_link(self, link_id: str, *, by: str) -> int:
+        """Revoke ``link_id`` (recorded, idempotent) and close every live connection it
+        admitted; returns how many were closed."""
+        link = self.links.revoke(link_id, by)
+        if link is None:
+            return 0
+        self.audit.record("share_revoked", principal=by, linkId=link_id, sessionId=link.session_id)
+        return sum(listener(link_id) for listener in self.on_revoke)

@@ -43,7 +43,7 @@ from hub.server import transport
 from hub.server.connection import ClientConnection
 from hub.server.logs import client_context
 from hub.server.metrics import HubMetrics
-from hub.server.streamable import HttpConnection, StreamableHttp
+from hub.server.streamable import HttpConnection, StreamableHttp, base_url_of
 from hub.server.transport import AsgiFrameWriter
 from hub.server.web import web_routes
 from hub.sessions.registry import SessionRegistry
@@ -124,6 +124,8 @@ class HubApp:
         self.gate = gate or Gate.from_settings(settings)
         self.connections: set[ClientConnection] = set()
         self.principals: dict[ClientConnection, Principal] = {}
+        """The principal that admitted each open connection (WebSocket and HTTP)."""
+        self.gate.on_revoke.append(self.close_revoked)
         self.supervisor: Supervisor | None = None
         self.registry: SessionRegistry | None = None
         self.store: Store = open_store(settings.store, node=settings.node_name)
@@ -146,7 +148,11 @@ class HubApp:
         ):
             self.supervisor = supervisor
             registry = SessionRegistry(
-                self.settings, supervisor, self.store, metrics=self.metrics.sessions
+                self.settings,
+                supervisor,
+                self.store,
+                metrics=self.metrics.sessions,
+                audit=self.gate.audit,
             )
             async with registry.running(), anyio.create_task_group() as http_tasks:
                 self.registry = registry
@@ -193,6 +199,9 @@ class HubApp:
             settings=self.settings,
             role=principal.role,
             principal=principal.sub,
+            access=principal,
+            gate=self.gate,
+            base_url=base_url_of(scope),
         )
         self.principals[conn] = principal
         # Every log line of this connection's tasks names it (hub.server.logs).
@@ -269,6 +278,14 @@ class HubApp:
                     log.info("= %s: HTTP connection closed", conn.connection_id)
 
         self._http_tasks.start_soon(serve, name=f"http {http.connection_id}")
+
+    def close_revoked(self, link_id: str) -> int:
+        """Close (1008) every connection the share link ``link_id`` admitted."""
+        doomed = [c for c, p in self.principals.items() if p.link_id == link_id]
+        for conn in doomed:
+            log.info("= %s: its share link %s was revoked, closing", conn.connection_id, link_id)
+            conn.revoke("the share link was revoked")
+        return len(doomed)
 
     def admit(self, scope: Scope, *, new_connection: bool = True) -> Admission:
         """``Gate.admit`` for a request's ``Host``, ``Origin`` and credential (``Refusal``);

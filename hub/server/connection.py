@@ -39,6 +39,8 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 
+from hub.access.gate import Gate
+from hub.access.principal import Principal
 from hub.protocol import jsonrpc
 from hub.protocol.config_options import config_options_v2_to_v1, modes_from_config_options
 from hub.protocol.errors import (
@@ -56,6 +58,7 @@ from hub.protocol.errors import (
     invalid_request,
     method_not_found,
     request_cancelled,
+    resource_not_found,
 )
 from hub.protocol.idmap import IdMap
 from hub.protocol.jsonrpc import RequestId
@@ -102,6 +105,10 @@ class ConnectionOutbox(Protocol):
     async def run(self) -> None: ...
 
 
+POLICY_CLOSE = 1008
+"""The close code of a connection whose credential no longer admits it."""
+
+
 class ConnectionState(Enum):
     NEW = "new"
     READY = "ready"
@@ -124,8 +131,20 @@ class ClientConnection:
         principal: str = "local",
         connection_id: str | None = None,
         transport: str = "websocket",
+        access: Principal | None = None,
+        gate: Gate | None = None,
+        base_url: str | None = None,
     ) -> None:
         self.registry = registry
+        self.access = access or Principal(sub=principal, name=principal, role=role, agents=None)
+        """The credential's principal: the role ceiling and which sessions and agents it may
+        reach (``hub.access.principal``). Every request naming a session outside it is
+        answered as if that session did not exist."""
+        self.gate = gate
+        """The hub's access gate (share links), ``None`` in tests of other layers."""
+        self.base_url = base_url
+        """``http(s)://host`` as this client reached the hub (share links' address)."""
+        self._leave_reason = "disconnected"
         self.transport = transport
         """The transport the client came over (the ``transport`` label of the metrics)."""
         self.settings = settings
@@ -252,7 +271,7 @@ class ClientConnection:
         self.state = ConnectionState.CLOSED
         watch.forget(self)
         for session in list(self.sessions.values()):
-            session.detach(self, reason="disconnected")
+            session.detach(self, reason=self._leave_reason)
         self.sessions.clear()
         for handler in self._requests.reject_all():
             handler(None, request_cancelled("the client disconnected"))
@@ -348,9 +367,19 @@ class ClientConnection:
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
         return session.role_of(self) if session is not None else self._role
 
+    def revoke(self, reason: str) -> None:
+        """The credential that admitted this client was revoked: close with 1008, and the
+        sessions it leaves show ``revoked`` as the reason in presence."""
+        self._leave_reason = "revoked"
+        self.close(POLICY_CLOSE, reason)
+
     def _check_role(self, method: str, params: dict[str, Any]) -> RpcError | None:
-        """The ``-32040`` refusal of ``method`` when the caller's role is below the one
-        ``hub.sessions.arbiter.METHOD_ROLES`` names, else ``None``."""
+        """The refusal of ``method``: ``-32002`` when it names a session outside the
+        credential's ``sessions`` (as if it did not exist), ``-32040`` when the caller's role
+        is below the one ``hub.sessions.arbiter.METHOD_ROLES`` names; else ``None``."""
+        session_id = params.get("sessionId")
+        if isinstance(session_id, str) and not self.access.may_see(session_id):
+            return resource_not_found(f"no session {session_id!r}")
         needed = arbiter.required_role(method)
         have = self.role_for(params)
         return None if arbiter.allows(have, needed) else forbidden(needed, have, method)

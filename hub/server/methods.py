@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from hub import __version__
+from hub.access.gate import Gate
 from hub.agents.errors import AgentError
 from hub.protocol.capabilities import auth_methods_v2_to_v1, capabilities_v2_to_v1
 from hub.protocol.errors import (
@@ -31,8 +32,10 @@ from hub.protocol.errors import (
     LIMIT_REACHED,
     InvalidParams,
     VersionError,
+    forbidden,
     hub_error,
     invalid_params,
+    resource_not_found,
 )
 from hub.protocol.mcp_servers import check_mcp_servers_v2, mcp_servers_v1_to_v2
 from hub.protocol.version import negotiate_as_agent
@@ -154,7 +157,11 @@ async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
             "connectionId": conn.connection_id,
             "clientId": conn.connection_id,
             "principal": conn.principal,
+            "principalName": conn.access.name,
             "role": conn.role,
+            "grantedRole": conn.granted_role,
+            "sessionScope": "*" if conn.access.sessions is None else sorted(conn.access.sessions),
+            "link": conn.access.link_id,
             "name": conn.name,
             "agents": agents,
             "defaultAgent": supervisor.default_name,
@@ -263,6 +270,17 @@ async def _session_new(conn: ClientConnection, params: dict[str, Any]) -> Result
             hub_error(FORBIDDEN, f"Forbidden: {exc.message}", {"action": "session/new"})
         ) from None
     agent = _hub_meta(params).get("agent")
+    chosen = agent if isinstance(agent, str) else conn.registry.supervisor.default_name
+    if chosen is not None and not conn.access.may_start(chosen):
+        # The credential's `agents` claim: which agents it may start sessions on (none
+        # when absent).
+        raise SessionFailure(
+            hub_error(
+                FORBIDDEN,
+                f"Forbidden: this credential may not start sessions on agent {chosen!r}",
+                {"action": "session/new", "agent": chosen},
+            )
+        )
     if agent is not None and not isinstance(agent, str):
         raise SessionFailure(invalid_params("_meta['acp-hub'].agent must be a string"))
     session = await conn.registry.new_session(conn, agent, cwd, servers, creator=conn.principal)
@@ -283,6 +301,8 @@ def _session_list(conn: ClientConnection, params: dict[str, Any]) -> Result:
         cwd=cwd if isinstance(cwd, str) else None,
         after=after,
         limit=conn.registry.settings.list_page_size,
+        # A credential scoped to some sessions lists those only.
+        visible=None if conn.access.sessions is None else conn.access.may_see,
     )
     result: dict[str, Any] = {"sessions": entries}
     if more:
@@ -408,7 +428,85 @@ def _hub_queue_withdraw(conn: ClientConnection, params: dict[str, Any]) -> Resul
 
 def _hub_set_policy(conn: ClientConnection, params: dict[str, Any]) -> Result:
     session = conn.attached_session(params.get("sessionId"))
-    return session.set_policy(conn, params.get("prompt"), params.get("permission"))
+    return session.set_policy(
+        conn, params.get("prompt"), params.get("permission"), params.get("quorum")
+    )
+
+
+# -- share links ---------------------------------------------------------------------------------
+
+MAX_LINK_SECONDS = 30 * 86400.0
+
+
+def _gate(conn: ClientConnection) -> Gate:
+    gate = conn.gate
+    if gate is None or not gate.enabled:
+        raise SessionFailure(invalid_params('share links need credentials (auth = "token")'))
+    return gate
+
+
+def _hub_share_create(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    """``{sessionId, role, expiresIn, maxUses?, label?}`` -> ``{linkId, url, token,
+    expiresAt, ...}``: a link to one session with at most the caller's role there."""
+    gate = _gate(conn)
+    session = conn.registry.get(params.get("sessionId"))
+    role = params.get("role", "viewer")
+    if role not in ROLES:
+        raise SessionFailure(invalid_params(f"role must be one of {', '.join(ROLES)}"))
+    have = conn.role_for(params)
+    if not arbiter.allows(have, role):
+        raise SessionFailure(forbidden(role, have, "sharing a link with this role"))
+    expires_in = params.get("expiresIn")
+    if (
+        not isinstance(expires_in, int | float)
+        or isinstance(expires_in, bool)
+        or not 0 < expires_in <= MAX_LINK_SECONDS
+    ):
+        raise SessionFailure(invalid_params("expiresIn must be seconds, from 1 to 30 days"))
+    max_uses = params.get("maxUses")
+    if max_uses is not None and (
+        not isinstance(max_uses, int) or isinstance(max_uses, bool) or max_uses < 1
+    ):
+        raise SessionFailure(invalid_params("maxUses must be a positive integer"))
+    label = params.get("label", "")
+    if not isinstance(label, str) or len(label) > 80:
+        raise SessionFailure(invalid_params("label must be a string of at most 80 characters"))
+    link, token = gate.create_link(
+        session_id=session.id,
+        role=role,
+        ttl=float(expires_in),
+        created_by=conn.principal,
+        label=label.strip(),
+        max_uses=max_uses,
+    )
+    base = conn.settings.public_url.rstrip("/") or conn.base_url or ""
+    return {
+        **link.public(),
+        "token": token,
+        "url": f"{base}/s/{session.id}#token={token}",
+    }
+
+
+def _hub_share_list(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    gate = _gate(conn)
+    session = conn.registry.get(params.get("sessionId"))
+    return {"links": [link.public() for link in gate.links.for_session(session.id)]}
+
+
+def _hub_share_revoke(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    """Revoke a link: every connection it admitted closes with 1008 at once."""
+    gate = _gate(conn)
+    link_id = _string(params, "linkId", "linkId is required")
+    link = gate.links.get(link_id)
+    if link is None or not conn.access.may_see(link.session_id):
+        raise SessionFailure(resource_not_found(f"no share link {link_id!r}"))
+    session = conn.registry.find(link.session_id)
+    if session is not None:
+        session_role = conn.role_for({"sessionId": session.id})
+        if not arbiter.allows(session_role, "owner"):
+            raise SessionFailure(forbidden("owner", session_role, "_hub/share/revoke"))
+    revoked = gate.revoke_link(link_id, by=conn.principal)
+    return {"linkId": link_id, "revoked": True, "closed": revoked}
 
 
 def _hub_lease(action: str) -> SyncHandler:
@@ -423,7 +521,9 @@ def _hub_lease(action: str) -> SyncHandler:
 def _hub_subscribe_sessions(conn: ClientConnection, params: dict[str, Any]) -> Result:
     """The dashboard's one subscription: a card per session now, ``_hub/sessions_changed``
     notifications after (``hub.server.watch``)."""
-    return {"sessions": watch_of(conn.registry).subscribe(conn)}
+    # A credential scoped to some sessions is told of those only.
+    visible = None if conn.access.sessions is None else conn.access.may_see
+    return {"sessions": watch_of(conn.registry).subscribe(conn, visible)}
 
 
 def _hub_unsubscribe_sessions(conn: ClientConnection, params: dict[str, Any]) -> Result:
@@ -509,6 +609,9 @@ SYNC_METHODS: dict[str, SyncHandler] = {
     "_hub/lease/release": _hub_lease("release"),
     "_hub/lease/grant": _hub_lease("grant"),
     "_hub/agent_stderr": _hub_agent_stderr,
+    "_hub/share/create": _hub_share_create,
+    "_hub/share/list": _hub_share_list,
+    "_hub/share/revoke": _hub_share_revoke,
     "_hub/subscribe_sessions": _hub_subscribe_sessions,
     "_hub/unsubscribe_sessions": _hub_unsubscribe_sessions,
 }

@@ -45,7 +45,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from hub.access.gate import Admission
+from hub.access.gate import Admission, Gate
 from hub.access.principal import Principal, Refusal
 from hub.server.connection import ClientConnection
 from hub.server.outbox import Outbox
@@ -261,7 +261,15 @@ class HttpConnection:
     """One Streamable HTTP client: its ``ClientConnection``, outbox and inbound channel."""
 
     def __init__(
-        self, registry: SessionRegistry, settings: Settings, role: Role, principal: str
+        self,
+        registry: SessionRegistry,
+        settings: Settings,
+        role: Role,
+        principal: str,
+        *,
+        access: Principal | None = None,
+        gate: Gate | None = None,
+        base_url: str | None = None,
     ) -> None:
         connection_id = f"c-{secrets.token_hex(16)}"
         self.outbox = StreamOutbox(settings, connection_id)
@@ -272,6 +280,9 @@ class HttpConnection:
             role=role,
             principal=principal,
             connection_id=connection_id,
+            access=access,
+            gate=gate,
+            base_url=base_url,
         )
         self.inbox: MemoryObjectSendStream[str]
         self._inbound: MemoryObjectReceiveStream[str]
@@ -334,6 +345,16 @@ def session_for_get(registry: SessionRegistry, session_id: str) -> bool:
     return True
 
 
+def base_url_of(scope: Scope) -> str | None:
+    """``http(s)://host`` as the client reached the hub (its ``Host`` passed the host check
+    before any route ran), for the links the hub hands out."""
+    for key, value in scope.get("headers", ()):
+        if key == b"host":
+            secure = scope.get("scheme") in ("https", "wss")
+            return f"{'https' if secure else 'http'}://{bytes(value).decode('latin-1')}"
+    return None
+
+
 def json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
     """A plain HTTP error with a JSON body ``{"error": message}`` (no JSON-RPC message)."""
     return Response(
@@ -365,6 +386,7 @@ class HubLike(Protocol):
     registry: SessionRegistry | None
     connections: set[ClientConnection]
     principals: dict[ClientConnection, Principal]
+    gate: Gate
 
     def admit(self, scope: Scope, *, new_connection: bool = True) -> Admission:
         """The credential, ``Host`` and ``Origin`` decision for one request (``Refusal``)."""
@@ -444,7 +466,9 @@ class StreamableHttp:
         request_id = message.get("id")
         is_request = isinstance(method, str) and "id" in message
         if connection_id_of(request) is None and method == "initialize" and is_request:
-            return await self.initialize(registry, message, request_id, admission)
+            return await self.initialize(
+                registry, message, request_id, admission, base_url_of(request.scope)
+            )
         found = self._connection(request, admission)
         if isinstance(found, Response):
             return found
@@ -473,6 +497,7 @@ class StreamableHttp:
         message: dict[str, Any],
         request_id: Any,
         admission: Admission,
+        base_url: str | None,
     ) -> Response:
         params = message.get("params")
         if isinstance(params, dict):
@@ -483,7 +508,15 @@ class StreamableHttp:
                 hub_meta.pop("batches", None)
         settings = self.hub.settings
         principal = admission.principal
-        http = HttpConnection(registry, settings, principal.role, principal.sub)
+        http = HttpConnection(
+            registry,
+            settings,
+            principal.role,
+            principal.sub,
+            access=principal,
+            gate=self.hub.gate,
+            base_url=base_url,
+        )
         self.connections[http.connection_id] = http
         self.hub.principals[http.conn] = principal
         self.hub.start_connection(http)

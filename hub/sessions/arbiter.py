@@ -56,6 +56,9 @@ METHOD_ROLES: Final[Mapping[str, Role]] = {
     "_hub/agent_login": "owner",
     "_hub/agent_logout": "owner",
     "_hub/agent_stderr": "owner",
+    "_hub/share/create": "owner",
+    "_hub/share/list": "owner",
+    "_hub/share/revoke": "owner",
 }
 """The role each mutating method needs; every other method needs ``viewer``."""
 

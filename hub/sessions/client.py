@@ -55,6 +55,12 @@ class ClientHandle(Protocol):
     def name(self) -> str: ...
 
     @property
+    def principal(self) -> str:
+        """Who the client is, from its credential (``hub.access``), never self-declared:
+        presence, prompts, permission answers and the audit trail name it."""
+        ...
+
+    @property
     def role(self) -> Role: ...
 
     @property

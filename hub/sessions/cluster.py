@@ -80,6 +80,7 @@ class RemoteClient:
     name: str
     role: Role
     version: int
+    principal: str = "unknown"
     hub_events: bool = True
     batches: bool = False
     outbox: _Sink = field(default_factory=_Sink)
@@ -327,6 +328,7 @@ class Cluster:
             "client": {
                 "id": client.client_id,
                 "name": client.name,
+                "principal": client.principal,
                 "role": mirror.role_of(client),
                 "version": client.version,
             },
@@ -365,7 +367,11 @@ class Cluster:
             info = message.get("client") or {}
             role: Role = info["role"] if info.get("role") in ROLES else "viewer"
             client = RemoteClient(
-                str(info.get("id")), str(info.get("name")), role, int(info.get("version") or 2)
+                str(info.get("id")),
+                str(info.get("name")),
+                role,
+                int(info.get("version") or 2),
+                str(info.get("principal") or "unknown"),
             )
             proxy = self.proxies.get((session.id, client.client_id))
             if proxy is not None:
@@ -593,7 +599,9 @@ class Cluster:
 def _run_method(session: Any, client: ClientHandle, method: str, params: dict[str, Any]) -> Any:
     """Owner side: one of ``FORWARDED_METHODS`` for a client of another node."""
     if method == "_hub/set_policy":
-        return session.set_policy(client, params.get("prompt"), params.get("permission"))
+        return session.set_policy(
+            client, params.get("prompt"), params.get("permission"), params.get("quorum")
+        )
     if method.startswith("_hub/lease/") and method in FORWARDED_METHODS:
         target = params.get("clientId")
         action = method.removeprefix("_hub/lease/")

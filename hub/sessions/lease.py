@@ -135,7 +135,11 @@ class Lease:
         self.expires = time.monotonic() + timeout
         payload: dict[str, Any] = {"sessionUpdate": "_hub_lease", "holder": None, "reason": reason}
         if holder is not None:
-            payload["holder"] = {"clientId": holder.client_id, "name": holder.name}
+            payload["holder"] = {
+                "clientId": holder.client_id,
+                "name": holder.name,
+                "principal": holder.principal,
+            }
             payload["expiresAt"] = time.strftime(
                 "%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + timeout)
             )

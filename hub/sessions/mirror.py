@@ -164,7 +164,9 @@ class MirrorSession(Session):
             raise _not_here(method)
         return await self._forward(self, "method", client, {"method": method, "params": params})
 
-    def set_policy(self, client: ClientHandle, prompt: Any, permission: Any) -> dict[str, Any]:
+    def set_policy(
+        self, client: ClientHandle, prompt: Any, permission: Any, quorum: Any = None
+    ) -> dict[str, Any]:
         raise _not_here("_hub/set_policy")  # forwarded before it gets here (forward_method)
 
     def lease_action(

@@ -8,6 +8,14 @@ answer it under the session's permission policy (``arbiter.may_answer``: ``first
 ``lease``). The first valid answer resolves it: the agent gets the outcome, every other copy is
 withdrawn (``$/cancel_request``) and the record becomes ``resolved`` with who answered.
 
+Two policies look at principals (the credential behind a connection, not its name):
+``designated`` offers the request only to the principal who sent the running turn's prompt
+(every client of that principal), and to owners once no client of that principal is attached;
+``consensus`` needs ``consensus_quorum`` distinct principals to allow, and any reject (or
+``cancelled`` answer) rejects at once. Each allow is recorded on the pending record
+(``approvals``, ``needed``) as a ``_hub_permission`` update every client sees; a principal that
+allowed is not asked again (its other clients' copies are withdrawn).
+
 An answer from a client no longer eligible, or a malformed one, is refused with
 ``_hub/answer_refused`` (a malformed answer's sender gets a fresh copy to answer again); a
 client that answers its copy with an error declined it and is not asked again. A request that
@@ -27,10 +35,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from hub.protocol.errors import (
+    STALE_ANSWER,
     InvalidParams,
     PeerError,
     RpcError,
     forbidden,
+    hub_error,
     invalid_params,
 )
 from hub.protocol.permissions import permission_outcome_for_agent, permission_request_v2_to_v1
@@ -59,6 +69,8 @@ class PendingPermission:
     resolved_by: ClientHandle | None = None
     received: float = field(default_factory=time.monotonic)
     """When the request reached the hub (``time.monotonic``), for the metrics."""
+    approvals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Under ``consensus``: the principals that allowed so far (principal -> record)."""
 
 
 class Permissions:
@@ -74,8 +86,33 @@ class Permissions:
     def eligible(self, attachment: Attachment) -> bool:
         """Whether ``attachment``'s client may answer under the current policy and lease."""
         session = self._session
+        if session.permission_policy == "designated":
+            designated = self.designated()
+            if designated is None:
+                return arbiter.allows(attachment.role, "owner")
+            return attachment.client.principal == designated and arbiter.allows(
+                attachment.role, arbiter.ANSWER_ROLE
+            )
         holds = session.lease.held_by(attachment.client_id)
         return arbiter.may_answer(session.permission_policy, attachment.role, holds)
+
+    def designated(self) -> str | None:
+        """Under ``designated``: the principal who sent the running turn's prompt, while one
+        of its clients is attached; ``None`` (owners answer) otherwise."""
+        session = self._session
+        turn = session.turns.current
+        sender = turn.client if turn is not None else None
+        if sender is None:
+            return None
+        principal = sender.principal
+        if any(a.client.principal == principal for a in session.attached.values()):
+            return principal
+        return None
+
+    def _wanted(self, pending: PendingPermission, attachment: Attachment) -> bool:
+        """Whether ``attachment``'s client should hold a copy of ``pending``: eligible, and
+        (``consensus``) its principal has not allowed it yet."""
+        return attachment.client.principal not in pending.approvals and self.eligible(attachment)
 
     async def request(self, params: dict[str, Any]) -> dict[str, Any]:
         """``SessionSink.on_permission``: offer the request, wait for the first valid answer
@@ -128,7 +165,7 @@ class Permissions:
         for pending in list(self.pending.values()):
             for attachment in tuple(self._session.attached.values()):
                 client_id = attachment.client_id
-                eligible = self.eligible(attachment)
+                eligible = self._wanted(pending, attachment)
                 if eligible and client_id not in pending.copies:
                     pending.declined.discard(client_id)
                     self._offer(pending, attachment.client)
@@ -142,7 +179,7 @@ class Permissions:
         if attachment is None:
             return
         for pending in self.pending.values():
-            if client.client_id not in pending.copies and self.eligible(attachment):
+            if client.client_id not in pending.copies and self._wanted(pending, attachment):
                 self._offer(pending, client)
 
     def forget_client(self, client: ClientHandle) -> None:
@@ -223,7 +260,57 @@ class Permissions:
             self._offer(pending, client)
             self.check_unanswerable()
             return
+        if self._session.permission_policy == "consensus" and not self._counted(
+            pending, client, request_id, outcome
+        ):
+            return
         self.finish(pending, client, "resolved", outcome)
+
+    def _counted(
+        self,
+        pending: PendingPermission,
+        client: ClientHandle,
+        request_id: Any,
+        outcome: dict[str, Any],
+    ) -> bool:
+        """Under ``consensus``: record ``client``'s answer; ``True`` when it decides (a reject,
+        or the allow that reaches the quorum), ``False`` while more principals must allow."""
+        session = self._session
+        if not _allows(outcome, pending.options):
+            return True
+        principal = client.principal
+        if principal in pending.approvals:
+            self._refuse(
+                client,
+                request_id,
+                hub_error(STALE_ANSWER, "This principal has already allowed this request"),
+            )
+            return False
+        pending.approvals[principal] = {
+            "principal": principal,
+            "name": client.name,
+            "optionId": outcome.get("optionId"),
+        }
+        if len(pending.approvals) >= session.consensus_quorum:
+            return True
+        # The principal is not asked again, on any of its clients.
+        for attachment in tuple(session.attached.values()):
+            if attachment.client.principal == principal:
+                pending.declined.add(attachment.client_id)
+                copy = pending.copies.pop(attachment.client_id, None)
+                if copy is not None:
+                    attachment.client.withdraw(copy)
+        session.emit(
+            {
+                "sessionUpdate": "_hub_permission",
+                "permissionId": pending.permission_id,
+                "status": "pending",
+                "approvals": list(pending.approvals.values()),
+                "needed": session.consensus_quorum,
+            }
+        )
+        self.check_unanswerable()
+        return False
 
     def _refuse(self, client: ClientHandle, request_id: Any, error: RpcError) -> None:
         client.notify(
@@ -239,7 +326,9 @@ class Permissions:
                 continue
             # Eligible clients without a copy (a refused answer took it): offer again.
             for attachment in tuple(attached.values()):
-                if attachment.client_id not in pending.declined and self.eligible(attachment):
+                if attachment.client_id not in pending.declined and self._wanted(
+                    pending, attachment
+                ):
                     self._offer(pending, attachment.client)
             if not pending.copies:
                 self.finish(pending, None, "cancelled")
@@ -281,9 +370,22 @@ class Permissions:
             record["resolvedBy"] = {
                 "clientId": by.client_id,
                 "name": by.name,
+                "principal": by.principal,
                 "role": session.role_of(by),
             }
+        if pending.approvals:
+            record["approvals"] = list(pending.approvals.values())
         session.emit(record)
+        session.audit.record(
+            "permission_decided",
+            sessionId=session.id,
+            permissionId=pending.permission_id,
+            status=status,
+            outcome=pending.outcome,
+            principal=None if by is None else by.principal,
+            approvals=list(pending.approvals),
+            policy=session.permission_policy,
+        )
         session.notify_attached(
             "_hub/permission_resolved",
             {
@@ -296,3 +398,14 @@ class Permissions:
             via_attach=True,
         )
         session.changed()
+
+
+def _allows(outcome: dict[str, Any], options: list[Any]) -> bool:
+    """Whether a v2 outcome selects an ``allow_*`` option (anything else rejects)."""
+    if outcome.get("outcome") != "selected":
+        return False
+    chosen = outcome.get("optionId")
+    for option in options:
+        if isinstance(option, dict) and option.get("optionId") == chosen:
+            return str(option.get("kind", "")).startswith("allow")
+    return False

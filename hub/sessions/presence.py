@@ -78,6 +78,7 @@ class Presence:
             a.client_id: {
                 "clientId": a.client_id,
                 "name": a.client.name,
+                "principal": a.client.principal,
                 "role": a.role,
                 "since": a.since,
                 "protocolVersion": a.client.version,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import anyio.abc
 
+from hub.access.audit import AuditSink, NullAudit
 from hub.agents.errors import AgentError
 from hub.protocol.errors import (
     LIMIT_REACHED,
@@ -52,8 +53,12 @@ class SessionRegistry:
         store: Store | None = None,
         *,
         metrics: SessionMetrics | None = None,
+        audit: AuditSink | None = None,
     ) -> None:
         self.settings = settings
+        self.audit: AuditSink = audit if audit is not None else NullAudit()
+        """The audit trail (``hub.access.audit``): sessions created and closed, and what
+        each session records itself (policies, permission decisions)."""
         self.supervisor = supervisor
         self.metrics = metrics if metrics is not None else SessionMetrics()
         """Shared by every session of the registry (the hub's ``/metrics``)."""
@@ -151,6 +156,7 @@ class SessionRegistry:
         session.creator = creator
         session.on_record = self.save_record
         restore.settle(session)
+        session.audit = self.audit
         self.sessions[session.id] = session
         log.info(
             "= %s: restored (epoch %s, seq %s%s)",
@@ -286,6 +292,7 @@ class SessionRegistry:
             metrics=self.metrics,
             store=self.store,
         )
+        session.audit = self.audit
         session.mcp_servers = [dict(s) for s in mcp_servers if isinstance(s, dict)]
         session.creator = creator if creator is not None else client.name
         try:
@@ -315,6 +322,9 @@ class SessionRegistry:
         session.emit_policies()
         self.sessions[session_id] = session
         log.info("= %s: new session on agent %s (%s)", session_id, name, result.session_id)
+        self.audit.record(
+            "session_created", sessionId=session_id, agent=name, cwd=cwd, principal=client.principal
+        )
         self._notify(session)
         return session
 
@@ -403,6 +413,13 @@ class SessionRegistry:
             return
         session.closed = True
         self.sessions.pop(session.id, None)
+        self.audit.record(
+            "session_closed",
+            sessionId=session.id,
+            deleted=delete,
+            principal=None if client is None else client.principal,
+            reason="closed" if client is not None else "idle",
+        )
         await self._forget(session.id)
         for attachment in tuple(session.attached.values()):
             if getattr(attachment.client, "remote", False):
@@ -415,6 +432,8 @@ class SessionRegistry:
                     "sessionId": session.id,
                     "deleted": delete,
                     "by": None if client is None else client.client_id,
+                    "principal": None if client is None else client.principal,
+                    "name": None if client is None else client.name,
                 },
             )
             session.detach(attachment.client, reason="session closed")

@@ -38,6 +38,7 @@ from typing import Any, Final
 import anyio
 import orjson
 
+from hub.access.audit import AuditSink, NullAudit
 from hub.protocol.client_v1 import ClientV1Renderer
 from hub.protocol.compact import compact
 from hub.protocol.config_options import mode_option
@@ -151,6 +152,9 @@ class Session:
         log: EventLog | None = None,
     ) -> None:
         self.id = session_id
+        self.audit: AuditSink = NullAudit()
+        """Where policy changes and permission decisions are recorded (the registry's)."""
+        self.consensus_quorum = settings.consensus_quorum
         self.agent = agent
         self.agent_session_id = agent_session_id
         self.cwd = cwd
@@ -540,9 +544,16 @@ class Session:
             }
         )
 
-    def set_policy(self, client: ClientHandle, prompt: Any, permission: Any) -> dict[str, Any]:
-        """Change the session's policies (owner only); ``None`` leaves one as it is."""
+    def set_policy(
+        self, client: ClientHandle, prompt: Any, permission: Any, quorum: Any = None
+    ) -> dict[str, Any]:
+        """Change the session's policies (owner only); ``None`` leaves one as it is.
+        ``quorum``: how many distinct principals the ``consensus`` policy needs."""
         self.require(client, "owner", "_hub/set_policy")
+        if quorum is not None:
+            if not isinstance(quorum, int) or isinstance(quorum, bool) or not 1 <= quorum <= 100:
+                raise SessionFailure(invalid_params("quorum must be an integer from 1 to 100"))
+            self.consensus_quorum = quorum
         try:
             new_prompt = None if prompt is None else arbiter.check_prompt_policy(prompt)
             new_permission = (
@@ -559,7 +570,19 @@ class Session:
         self.changed()
         if self.on_record is not None:
             self.on_record(self)
-        return {"prompt": self.prompt_policy, "permission": self.permission_policy}
+        self.audit.record(
+            "policy_changed",
+            sessionId=self.id,
+            principal=client.principal,
+            prompt=self.prompt_policy,
+            permission=self.permission_policy,
+            quorum=self.consensus_quorum,
+        )
+        return {
+            "prompt": self.prompt_policy,
+            "permission": self.permission_policy,
+            "quorum": self.consensus_quorum,
+        }
 
     # -- views -------------------------------------------------------------------------------
 
@@ -580,7 +603,12 @@ class Session:
             "state": "lost" if self.lost else self.state.foreground,
             "stopReason": self.state.stop_reason,
             "clients": [
-                {"clientId": a.client.client_id, "name": a.client.name, "role": a.role}
+                {
+                    "clientId": a.client.client_id,
+                    "name": a.client.name,
+                    "principal": a.client.principal,
+                    "role": a.role,
+                }
                 for a in self.attached.values()
             ],
             "pendingPermissions": len(self.permissions),

@@ -264,6 +264,7 @@ class Turns:
                 "clientId": client.client_id,
                 "name": client.name,
                 "role": self._session.role_of(client),
+                "principal": client.principal,
             }
         )
 
@@ -323,6 +324,7 @@ class Turns:
                 "queueId": e.queue_id,
                 "clientId": e.client.client_id,
                 "name": e.client.name,
+                "principal": e.client.principal,
                 "preview": _preview(e.blocks),
                 "queuedAt": e.queued_at,
             }

@@ -78,6 +78,7 @@ class Client:
     role: Role = "owner"
     version: int = 2
     name: str = ""
+    principal: str = "someone"
     hub_events: bool = True
     batches: bool = False
     outbox: ListSink = field(default_factory=ListSink)

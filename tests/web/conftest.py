@@ -76,12 +76,16 @@ def hub(embedding: Embedding, tmp_path_factory: pytest.TempPathFactory) -> Itera
         command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, bufsize=1
     )
     assert process.stdout is not None
-    url = None
-    # The first line announces the address; at EOF (the hub died) the loop ends.
+    url = owner_url = None
+    # The first line announces the address, a later one the owner URL (with its token), as
+    # `make demo` prints them; at EOF (the hub died) the loop ends.
     for line in process.stdout:
         match = re.match(r"acp-hub: listening on (http://\S+)", line)
         if match:
             url = match.group(1)
+        owner = re.match(r"acp-hub: owner URL: (http://\S+)", line)
+        if owner:
+            owner_url = owner.group(1)
             break
     stdout = process.stdout
     # Keep draining stdout so the hub never blocks on a full pipe.
@@ -90,7 +94,7 @@ def hub(embedding: Embedding, tmp_path_factory: pytest.TempPathFactory) -> Itera
     try:
         if url is None:
             pytest.fail(f"the hub did not start (exit {process.wait()})")
-        yield Hub(url)
+        yield Hub(url, owner_url or "")
     finally:
         process.terminate()
         try:

@@ -32,6 +32,8 @@ WAIT_MS = 20_000
 @dataclass
 class Hub:
     url: str
+    owner_url: str = ""
+    """The owner URL the hub printed (``#token=…``)."""
 
 
 HOST_PAGE = """<!doctype html>

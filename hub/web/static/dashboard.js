@@ -16,7 +16,9 @@
 
 import { connectionText, optionClass } from './blocks.js';
 import { button, el, errorText, labelize, token } from './dom.js';
+import { identityBadge, renderRefusal } from './access.js';
 import { RpcConnection, hubMeta, hubSocketUrl } from './rpc.js';
+import { pageToken, refusal } from './token.js';
 import { initializeParams } from './session-app.js';
 import { roleAtLeast } from './view.js';
 
@@ -462,6 +464,8 @@ rpc = new RpcConnection(hubSocketUrl(), {
   async handshake(conn) {
     const init = await conn.request('initialize', initializeParams(query));
     const meta = hubMeta(init);
+    statusRow.querySelector('.identity')?.remove();
+    statusRow.append(identityBadge(meta));
     role = String(meta.role ?? 'viewer');
     root.dataset.role = role;
     if (roleAtLeast(role, 'owner')) {
@@ -504,6 +508,12 @@ rpc.addEventListener('status', (event) => {
   connection.textContent = connectionText(status);
   connection.className = `conn conn-${status.state}`;
   root.dataset.connection = status.state;
+  if (status.state === 'closed' && (status.refused || status.code === 1008)) {
+    // The hub refused the page's credential: say why, from the hub's own answer.
+    refusal(pageToken()).then((refused) => {
+      renderRefusal(root, refused ?? { error: status.refused ?? 'refused', message: String(status.reason || 'Access refused') });
+    });
+  }
 });
 window.addEventListener('online', () => rpc.retryNow());
 rpc.start();

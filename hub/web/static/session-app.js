@@ -14,7 +14,9 @@
  */
 
 import { SessionModel } from './fold.js';
+import { ShareDialog, identityBadge, renderRefusal } from './access.js';
 import { RpcConnection, RpcError, hubMeta, hubSocketUrl } from './rpc.js';
+import { pageToken, refusal } from './token.js';
 import { SessionView } from './view.js';
 
 export const CLIENT_NAME = 'acp-hub web';
@@ -155,6 +157,7 @@ export function mountSession(root, options = {}) {
     const init = await connection.request('initialize', initializeParams(query));
     const meta = hubMeta(init);
     view.setRole(String(meta.role ?? 'viewer'), String(meta.clientId ?? meta.connectionId ?? ''));
+    showIdentity(meta);
     if (cwd === null) cwd = await lookupSession();
     /** @type {any} */
     const params = { sessionId, cwd: cwd ?? '/' };
@@ -219,6 +222,23 @@ export function mountSession(root, options = {}) {
     view.schedule();
   }
 
+  /** @type {HTMLElement | null} */
+  let identity = null;
+  /** @type {ShareDialog | null} */
+  let share = null;
+  /** @param {Record<string, any>} meta */
+  function showIdentity(meta) {
+    const row = view.header.querySelector('.status-row') ?? view.header;
+    const badge = identityBadge(meta);
+    if (identity) identity.replaceWith(badge);
+    else row.append(badge);
+    identity = badge;
+    if (meta.role === 'owner' && !options.embed && !share) {
+      share = new ShareDialog(connection, sessionId);
+      row.append(share.button);
+    }
+  }
+
   connection = new RpcConnection(hubSocketUrl(), {
     handshake,
     onNotification(method, params) {
@@ -267,7 +287,15 @@ export function mountSession(root, options = {}) {
     },
   });
   connection.addEventListener('status', (event) => {
-    view.setConnection(/** @type {CustomEvent} */ (event).detail);
+    const status = /** @type {CustomEvent} */ (event).detail;
+    view.setConnection(status);
+    if (status.state === 'closed' && (status.refused || status.code === 1008)) {
+      // The hub refused the credential or withdrew it (a revoked link): say which, from the
+      // hub's own answer, instead of a dead session.
+      refusal(pageToken()).then((refused) => {
+        renderRefusal(root, refused ?? { error: status.refused ?? 'refused', message: String(status.reason || 'Access refused') });
+      });
+    }
   });
   window.addEventListener('online', () => {
     connection.retryNow();
