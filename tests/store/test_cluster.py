@@ -333,7 +333,7 @@ async def test_policies_config_and_close_from_another_node(
         policy = await on_b.call(
             "_hub/set_policy", {"sessionId": session_id, "prompt": "reject", "permission": "owner"}
         )
-        assert policy == {"prompt": "reject", "permission": "owner"}
+        assert policy == {"prompt": "reject", "permission": "owner", "quorum": 2}
         for client in (owner, on_b, on_c):
             await policy_seen(client, session_id, "reject")
         lease = await on_c.call("_hub/lease/request", {"sessionId": session_id})
