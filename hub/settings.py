@@ -139,6 +139,24 @@ class Settings:
     """Who may pass ``mcpServers`` to an agent: ``none``, ``owner`` or ``any``."""
     mcp_commands: tuple[str, ...] = ()
     """When not empty, the only commands a stdio MCP server entry may run."""
+    max_connections: int = 8192
+    """Client connections the hub holds at once (WebSocket and Streamable HTTP); beyond it new
+    ones are refused before the upgrade with HTTP 503."""
+    max_connections_per_address: int = 0
+    """Connections from one remote address (``0``: no cap, the default, because clients behind
+    a proxy or a NAT share an address); beyond it: HTTP 429."""
+    max_connections_per_principal: int = 2048
+    """Connections of one principal (the credential's ``sub``); beyond it: HTTP 429."""
+    initialize_timeout: float = 10.0
+    """A connection that has not sent ``initialize`` this many seconds after it opened is
+    closed with 1008."""
+    request_rate: float = 100.0
+    """Requests per second a connection may send on average (``0``: no limit) ..."""
+    request_burst: int = 500
+    """... and in a burst; a request beyond them is answered ``-32044`` with ``retryAfter``."""
+    max_pending_requests: int = 64
+    """Requests of one connection the hub may be working on at once (prompts, session/new,
+    ...); one more is answered ``-32044``."""
     max_sessions: int = 1000
     """Live sessions in the hub; ``session/new`` beyond it: ``-32050``."""
     max_sessions_per_principal: int = 100
@@ -228,11 +246,18 @@ class Settings:
             "max_sessions_per_principal",
             "idle_session_timeout",
             "agent_response_timeout",
+            "max_connections",
+            "max_connections_per_address",
+            "max_connections_per_principal",
+            "request_rate",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
         for name in (
             "list_page_size",
+            "initialize_timeout",
+            "request_burst",
+            "max_pending_requests",
             "max_prompt_bytes",
             "max_state_bytes",
             "outbox_bytes",

@@ -40,6 +40,7 @@ from hub.agents.agent import RestartPolicy
 from hub.agents.spec import AgentSpec
 from hub.agents.supervisor import Supervisor
 from hub.server import transport
+from hub.server.caps import ConnectionCaps, Ticket
 from hub.server.connection import ClientConnection
 from hub.server.logs import client_context
 from hub.server.metrics import HubMetrics
@@ -126,6 +127,14 @@ class HubApp:
         self.principals: dict[ClientConnection, Principal] = {}
         """The principal that admitted each open connection (WebSocket and HTTP)."""
         self.gate.on_revoke.append(self.close_revoked)
+        self.caps = ConnectionCaps(
+            total=settings.max_connections,
+            per_address=settings.max_connections_per_address,
+            per_principal=settings.max_connections_per_principal,
+        )
+        """Connections in total, per address and per principal (``docs/limits.md``)."""
+        self.tickets: dict[ClientConnection, Ticket] = {}
+        """The places in ``caps`` of the open Streamable HTTP connections."""
         self.supervisor: Supervisor | None = None
         self.registry: SessionRegistry | None = None
         self.store: Store = open_store(settings.store, node=settings.node_name)
@@ -184,6 +193,7 @@ class HubApp:
             return
         try:
             admission = self.admit(scope)
+            ticket = self.caps.admit(client_address(scope), admission.principal.sub)
         except Refusal as refusal:
             # One line, without the credential: the reason and who asked.
             log.warning(
@@ -210,6 +220,7 @@ class HubApp:
                 await self._serve(websocket, conn, scope, admission.subprotocol, admission.source)
             finally:
                 self.principals.pop(conn, None)
+                ticket.release()
 
     async def _serve(
         self,
@@ -261,6 +272,7 @@ class HubApp:
         if self._http_tasks is None:
             http.conn.close(GOING_AWAY, "the hub is shutting down")
             self.http.forget(http)
+            self._release(http.conn)
             return
 
         async def serve() -> None:
@@ -274,6 +286,7 @@ class HubApp:
                 finally:
                     self.connections.discard(conn)
                     self.http.forget(http)
+                    self._release(conn)
                     self.metrics.closed(conn.outbox.close_code)
                     log.info("= %s: HTTP connection closed", conn.connection_id)
 
@@ -286,6 +299,11 @@ class HubApp:
             log.info("= %s: its share link %s was revoked, closing", conn.connection_id, link_id)
             conn.revoke("the share link was revoked")
         return len(doomed)
+
+    def _release(self, conn: ClientConnection) -> None:
+        ticket = self.tickets.pop(conn, None)
+        if ticket is not None:
+            ticket.release()
 
     def admit(self, scope: Scope, *, new_connection: bool = True) -> Admission:
         """``Gate.admit`` for a request's ``Host``, ``Origin`` and credential (``Refusal``);
@@ -390,6 +408,12 @@ async def _deny(scope: Scope, receive: Receive, send: Send, refusal: Refusal) ->
             protocol.handshake_complete = True  # type: ignore[union-attr]
     else:
         await websocket.close(code=POLICY_VIOLATION, reason=refusal.code)
+
+
+def client_address(scope: Scope) -> str:
+    """The remote address of a request (what the per-address connection cap counts)."""
+    client: Any = scope.get("client")
+    return str(client[0]) if client else "?"
 
 
 def _peer(scope: Scope) -> str:

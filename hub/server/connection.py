@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from enum import Enum
 from typing import Any, Protocol
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from hub.access.gate import Gate
 from hub.access.principal import Principal
@@ -45,6 +47,7 @@ from hub.protocol import jsonrpc
 from hub.protocol.config_options import config_options_v2_to_v1, modes_from_config_options
 from hub.protocol.errors import (
     NOT_ATTACHED,
+    RATE_LIMITED,
     STALE_ANSWER,
     UNSUPPORTED,
     PeerError,
@@ -66,6 +69,7 @@ from hub.server import watch
 from hub.server.methods import ASYNC_METHODS, SYNC_METHODS, AsyncHandler, SyncHandler
 from hub.server.mistakes import MistakeLog
 from hub.server.outbox import Outbox
+from hub.server.ratelimit import TokenBucket
 from hub.server.transport import FrameWriter
 from hub.sessions import arbiter
 from hub.sessions.client import ReplyHandler
@@ -113,6 +117,10 @@ class ConnectionState(Enum):
     NEW = "new"
     READY = "ready"
     CLOSED = "closed"
+
+
+POLICY_VIOLATION = 1008
+"""The close code of a connection that broke a rule of the hub (no ``initialize`` in time)."""
 
 
 class ClientConnection:
@@ -169,6 +177,8 @@ class ClientConnection:
         self._announce: list[Session] = []
         self._initializing: anyio.Event | None = None
         """Set while ``initialize`` runs: the read loop waits for it before the next frame."""
+        self._bucket = TokenBucket(settings.request_rate, settings.request_burst, time.monotonic())
+        """The connection's request rate (``request_rate``, ``request_burst``)."""
         self.mistake = MistakeLog(log, self.connection_id)
         """Logs a client mistake: one concise line, rate-limited (never a traceback)."""
 
@@ -246,11 +256,16 @@ class ClientConnection:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 tg.start_soon(self._run_outbox, tg.cancel_scope)
+                tg.start_soon(self._initialize_deadline)
                 while not self._outbox.closed:
                     text = await receive_text()
                     if text is None:
                         break
                     self.handle_frame(text)
+                    # Fairness: frames a client has already sent are read without a task
+                    # switch; yield after each one, so that a client flooding the hub takes
+                    # its turn with the others instead of holding the event loop.
+                    await anyio.lowlevel.checkpoint()
                     if self._initializing is not None:
                         # Messages pipelined behind `initialize` wait for its answer: they
                         # are handled as if the client had waited for it.
@@ -259,6 +274,14 @@ class ClientConnection:
                 tg.cancel_scope.cancel()
         finally:
             self.close_down()
+
+    async def _initialize_deadline(self) -> None:
+        """Close a connection that does not ``initialize`` within ``initialize_timeout``."""
+        timeout = self.settings.initialize_timeout
+        await anyio.sleep(timeout)
+        if self.state is ConnectionState.NEW:
+            self.mistake("no initialize within %.0f s, closing 1008", timeout)
+            self.close(POLICY_VIOLATION, "no initialize in time")
 
     async def _run_outbox(self, scope: anyio.CancelScope) -> None:
         await self._outbox.run()
@@ -440,6 +463,11 @@ class ClientConnection:
             self.mistake("initialize again, refused")
             reply(jsonrpc.error(entry.id, invalid_request("already initialized")))
             return
+        wait = self._bucket.take(time.monotonic())
+        if wait:
+            self.mistake("%s over the request rate, refused", method)
+            reply(jsonrpc.error(entry.id, _too_many("request_rate", retry_after=wait)))
+            return
         refusal = self._check_role(method, params)
         if refusal is not None:
             self.mistake("%s refused: %s", method, refusal.message)
@@ -464,6 +492,10 @@ class ClientConnection:
         if handler is None:
             self.mistake("unknown method %s", method)
             reply(jsonrpc.error(entry.id, method_not_found(method)))
+            return
+        if len(self._inflight) >= self.settings.max_pending_requests:
+            self.mistake("%s over max_pending_requests, refused", method)
+            reply(jsonrpc.error(entry.id, _too_many("max_pending_requests")))
             return
         # The scope exists before the task starts, so that a `$/cancel_request` right behind
         # the request (a v1 client withdrawing a queued prompt) is not lost.
@@ -628,3 +660,13 @@ class ClientConnection:
     def forget_session(self, session: Session) -> None:
         """``session`` was closed: this client no longer counts as attached to it."""
         self.sessions.pop(session.id, None)
+
+
+def _too_many(limit: str, *, retry_after: float | None = None) -> RpcError:
+    """``-32044`` for a request over a per-connection limit (``data.limit`` names it; a rate
+    refusal says after how many seconds one request will be accepted again)."""
+    data: dict[str, Any] = {"limit": limit}
+    if retry_after is not None:
+        data["retryAfter"] = round(retry_after, 3)
+        return hub_error(RATE_LIMITED, "Too many requests: slow down", data)
+    return hub_error(RATE_LIMITED, "Too many requests in progress: wait for answers", data)

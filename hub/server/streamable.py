@@ -47,6 +47,7 @@ from starlette.types import Receive, Scope, Send
 
 from hub.access.gate import Admission, Gate
 from hub.access.principal import Principal, Refusal
+from hub.server.caps import ConnectionCaps, Ticket
 from hub.server.connection import ClientConnection
 from hub.server.outbox import Outbox
 from hub.server.sse import SseWriter, cursor_of
@@ -387,6 +388,8 @@ class HubLike(Protocol):
     connections: set[ClientConnection]
     principals: dict[ClientConnection, Principal]
     gate: Gate
+    caps: ConnectionCaps
+    tickets: dict[ClientConnection, Ticket]
 
     def admit(self, scope: Scope, *, new_connection: bool = True) -> Admission:
         """The credential, ``Host`` and ``Origin`` decision for one request (``Refusal``)."""
@@ -466,8 +469,9 @@ class StreamableHttp:
         request_id = message.get("id")
         is_request = isinstance(method, str) and "id" in message
         if connection_id_of(request) is None and method == "initialize" and is_request:
+            address = request.client.host if request.client else "?"
             return await self.initialize(
-                registry, message, request_id, admission, base_url_of(request.scope)
+                registry, message, request_id, admission, base_url_of(request.scope), address
             )
         found = self._connection(request, admission)
         if isinstance(found, Response):
@@ -498,6 +502,7 @@ class StreamableHttp:
         request_id: Any,
         admission: Admission,
         base_url: str | None,
+        address: str,
     ) -> Response:
         params = message.get("params")
         if isinstance(params, dict):
@@ -517,6 +522,13 @@ class StreamableHttp:
             gate=self.hub.gate,
             base_url=base_url,
         )
+        try:
+            ticket = self.hub.caps.admit(address, principal.sub)
+        except Refusal as refusal:
+            log.warning("! refused an HTTP connection from %s: %s", address, refusal.code)
+            return JSONResponse(refusal.to_dict(), status_code=refusal.status)
+        http = HttpConnection(registry, settings, principal.role, principal.sub)
+        self.hub.tickets[http.conn] = ticket
         self.connections[http.connection_id] = http
         self.hub.principals[http.conn] = principal
         self.hub.start_connection(http)

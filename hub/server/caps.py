@@ -1,35 +1,27 @@
 """Connection caps: how many clients the hub holds in total, per remote address, per principal.
 
-``Admission.admit`` either returns a ``Ticket`` (the connection counts until the ticket is
-released) or a ``Refusal`` naming the cap that was hit; the caller refuses the upgrade with the
-refusal's HTTP status and logs one line. A cap of ``0`` means no cap. See ``docs/limits.md``.
+``ConnectionCaps.admit`` returns a ``Ticket`` (the connection counts until the ticket is
+released) or raises ``Refusal`` naming the cap that was hit (its ``code``) with the HTTP status
+to refuse the upgrade with: 503 when the hub is full, 429 when this address or principal holds
+too many connections. A cap of ``0`` means no cap. See ``docs/limits.md``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
-__all__ = ["Admission", "Refusal", "Ticket"]
+from hub.access.principal import Refusal
 
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """Why a connection was not admitted: ``status`` is the HTTP answer (503 when the hub is
-    full, 429 when this address or principal holds too many connections)."""
-
-    status: int
-    limit: str
-    reason: str
+__all__ = ["ConnectionCaps", "Ticket"]
 
 
 class Ticket:
     """One admitted connection; ``release()`` (idempotent) gives its place back."""
 
-    __slots__ = ("_admission", "_released", "address", "principal")
+    __slots__ = ("_caps", "_released", "address", "principal")
 
-    def __init__(self, admission: Admission, address: str, principal: str | None) -> None:
-        self._admission = admission
+    def __init__(self, caps: ConnectionCaps, address: str, principal: str | None) -> None:
+        self._caps = caps
         self._released = False
         self.address = address
         self.principal = principal
@@ -37,10 +29,10 @@ class Ticket:
     def release(self) -> None:
         if not self._released:
             self._released = True
-            self._admission._release(self)
+            self._caps._release(self)
 
 
-class Admission:
+class ConnectionCaps:
     """Counts open connections against ``total``, ``per_address`` and ``per_principal``."""
 
     def __init__(self, *, total: int, per_address: int, per_principal: int) -> None:
@@ -51,25 +43,28 @@ class Admission:
         self._by_address: Counter[str] = Counter()
         self._by_principal: Counter[str] = Counter()
 
-    def admit(self, address: str, principal: str | None = None) -> Ticket | Refusal:
-        """Admit a connection from ``address`` for ``principal`` (``None``: no credential)."""
+    def admit(self, address: str, principal: str | None = None) -> Ticket:
+        """Admit a connection from ``address`` for ``principal`` (``None``: no credential);
+        ``Refusal`` when a cap is reached."""
         if self.total and self.open >= self.total:
-            return Refusal(503, "max_connections", f"the hub holds {self.total} connections")
+            raise Refusal(
+                "max_connections", f"the hub holds its maximum of {self.total} connections", 503
+            )
         if self.per_address and self._by_address[address] >= self.per_address:
-            return Refusal(
-                429,
+            raise Refusal(
                 "max_connections_per_address",
                 f"{self.per_address} connections from this address are open",
+                429,
             )
         if (
             principal is not None
             and self.per_principal
             and self._by_principal[principal] >= self.per_principal
         ):
-            return Refusal(
-                429,
+            raise Refusal(
                 "max_connections_per_principal",
                 f"{self.per_principal} connections of this principal are open",
+                429,
             )
         self.open += 1
         self._by_address[address] += 1
