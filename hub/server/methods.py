@@ -250,11 +250,9 @@ async def _capabilities(conn: ClientConnection) -> dict[str, Any]:
 
 async def _session_new(conn: ClientConnection, params: dict[str, Any]) -> Result:
     settings = conn.registry.settings
-    try:
-        raw = params.get("mcpServers")
-        servers = mcp_servers_v1_to_v2(raw) if conn.version < 2 else check_mcp_servers_v2(raw)
-    except InvalidParams as exc:
-        raise SessionFailure(invalid_params(str(exc))) from None
+    # A malformed entry is the peer's fault: InvalidParams, answered -32602 with one line.
+    raw = params.get("mcpServers")
+    servers = mcp_servers_v1_to_v2(raw) if conn.version < 2 else check_mcp_servers_v2(raw)
     try:
         cwd = workspace.check_cwd(params.get("cwd"), conn.registry.workspace_roots)
         servers = workspace.check_mcp_servers(
