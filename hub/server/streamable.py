@@ -513,6 +513,11 @@ class StreamableHttp:
                 hub_meta.pop("batches", None)
         settings = self.hub.settings
         principal = admission.principal
+        try:
+            ticket = self.hub.caps.admit(address, principal.sub)
+        except Refusal as refusal:
+            log.warning("! refused an HTTP connection from %s: %s", address, refusal.code)
+            return JSONResponse(refusal.to_dict(), status_code=refusal.status)
         http = HttpConnection(
             registry,
             settings,
@@ -522,12 +527,6 @@ class StreamableHttp:
             gate=self.hub.gate,
             base_url=base_url,
         )
-        try:
-            ticket = self.hub.caps.admit(address, principal.sub)
-        except Refusal as refusal:
-            log.warning("! refused an HTTP connection from %s: %s", address, refusal.code)
-            return JSONResponse(refusal.to_dict(), status_code=refusal.status)
-        http = HttpConnection(registry, settings, principal.role, principal.sub)
         self.hub.tickets[http.conn] = ticket
         self.connections[http.connection_id] = http
         self.hub.principals[http.conn] = principal

@@ -194,8 +194,10 @@ async def test_client_mistakes_get_concise_rate_limited_log_lines_and_no_traceba
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Every method with a value of every type in place of each parameter it reads (and a
-    few malformed messages): answered, never ``-32603``, no traceback, few log lines."""
-    async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as owner:
+    few malformed messages): answered, never ``-32603``, no traceback, few log lines. (No
+    request rate: the test sends far more requests than a burst.)"""
+    settings = Settings(request_rate=0)
+    async with running_hub([scripted_agent()], settings) as hub, acp_client(hub.url) as owner:
         caplog.set_level(logging.INFO, logger="hub")
         connection_id = owner.init_result["_meta"]["acp-hub"]["connectionId"]
         methods = sorted((set(SYNC_METHODS) | set(ASYNC_METHODS)) - {"initialize"})
