@@ -107,6 +107,9 @@ class Dialect:
     """
 
     version: int = 0
+    login_method: str = ""
+    """The method that logs in with an auth method (the two versions name it differently)."""
+    logout_method: str = ""
 
     def __init__(self, name: str, conn: Connection, result: dict[str, Any]) -> None:
         self.name = name
@@ -216,17 +219,23 @@ class Dialect:
         self, method_id: str, meta: dict[str, Any] | None
     ) -> tuple[str, dict[str, Any]]:
         """The login request for ``method_id`` (https://agentclientprotocol.com/protocol/initialization)."""
-        raise NotImplementedError
+        params: dict[str, Any] = {"methodId": method_id}
+        if meta:
+            params["_meta"] = dict(meta)
+        return self.login_method, params
 
     def logout_request(self) -> tuple[str, dict[str, Any]]:
         """The logout request; ``UNSUPPORTED`` if the agent cannot log out."""
-        raise NotImplementedError
+        self.require("logout", self.logout_method)
+        return self.logout_method, {}
 
 
 class V1Dialect(Dialect):
     """ACP v1 (https://agentclientprotocol.com/protocol/overview)."""
 
     version = 1
+    login_method = "authenticate"
+    logout_method = "logout"
 
     def __init__(self, name: str, conn: Connection, result: dict[str, Any]) -> None:
         super().__init__(name, conn, result)
@@ -377,24 +386,14 @@ class V1Dialect(Dialect):
     def turn_translator(self, entry: AgentSession) -> AgentV1Translator | None:
         return entry.translator
 
-    def login_request(
-        self, method_id: str, meta: dict[str, Any] | None
-    ) -> tuple[str, dict[str, Any]]:
-        params: dict[str, Any] = {"methodId": method_id}
-        if meta:
-            params["_meta"] = dict(meta)
-        return "authenticate", params
-
-    def logout_request(self) -> tuple[str, dict[str, Any]]:
-        self.require("logout", "logout")
-        return "logout", {}
-
 
 class V2Dialect(Dialect):
     """ACP v2 (https://agentclientprotocol.com/protocol/v2/overview), with the v1 habits some
     v2 agents keep translated (each noted once in the log)."""
 
     version = 2
+    login_method = "auth/login"
+    logout_method = "auth/logout"
 
     def __init__(self, name: str, conn: Connection, result: dict[str, Any]) -> None:
         super().__init__(name, conn, result)
@@ -522,15 +521,3 @@ class V2Dialect(Dialect):
                 "_meta": {"acp-hub": {"error": error.to_dict()}},
             }
         ]
-
-    def login_request(
-        self, method_id: str, meta: dict[str, Any] | None
-    ) -> tuple[str, dict[str, Any]]:
-        params: dict[str, Any] = {"methodId": method_id}
-        if meta:
-            params["_meta"] = dict(meta)
-        return "auth/login", params
-
-    def logout_request(self) -> tuple[str, dict[str, Any]]:
-        self.require("logout", "auth/logout")
-        return "auth/logout", {}
