@@ -212,6 +212,27 @@ class Store(Protocol):
         ...
 
 
+class SoleOwner:
+    """Ownership in a store no other node shares: this node owns every session it holds.
+
+    The memory and SQLite stores take these as they are; the Redis store overrides them."""
+
+    node: str
+    _logs: Mapping[str, EventLog]
+
+    async def claim(self, session_id: str, ttl: float) -> bool:
+        return True
+
+    async def renew(self, session_ids: list[str], ttl: float) -> list[str]:
+        return []
+
+    async def release(self, session_ids: list[str]) -> None:
+        return None
+
+    async def owner(self, session_id: str) -> str | None:
+        return self.node if session_id in self._logs else None
+
+
 class SharedStore(Store, Protocol):
     """A store several nodes share (Redis): besides ``Store``, the streams other nodes follow
     and each node's inbox for the requests forwarded to it."""

@@ -42,7 +42,7 @@ from typing import Any
 
 import anyio
 
-from hub.store.base import Restored, SessionRecord, Snapshot, StoreError
+from hub.store.base import Restored, SessionRecord, Snapshot, SoleOwner, StoreError
 from hub.store.codec import update_of
 from hub.store.log import EpochT, EventLog, Row, new_epoch
 
@@ -159,7 +159,7 @@ def lineage_of(data: Any) -> dict[EpochT, int]:
     return {int(k): int(v) for k, v in data.items()}
 
 
-class DurableStore(ABC):
+class DurableStore(SoleOwner, ABC):
     """The part of the SQLite and Redis stores that does not depend on the backend."""
 
     kind = "durable"
@@ -294,18 +294,6 @@ class DurableStore(ABC):
         )
         plain.restore(rows, meta.last_seq)
         return Restored(record, plain, updates, meta.clean)
-
-    async def claim(self, session_id: str, ttl: float) -> bool:
-        return True
-
-    async def renew(self, session_ids: list[str], ttl: float) -> list[str]:
-        return []
-
-    async def release(self, session_ids: list[str]) -> None:
-        return None
-
-    async def owner(self, session_id: str) -> str | None:
-        return self.node if session_id in self._logs else None
 
     async def restore(self, session_id: str, *, max_events: int, max_bytes: int) -> Restored | None:
         loaded = await self._load(session_id)

@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from hub.store.base import Restored, SessionRecord, Snapshot
+from hub.store.base import Restored, SessionRecord, Snapshot, SoleOwner
 from hub.store.log import EventLog, Row
 
 
-class MemoryStore:
+class MemoryStore(SoleOwner):
     """See the module docstring and ``hub.store.base.Store``."""
 
     kind = "memory"
@@ -85,18 +85,6 @@ class MemoryStore:
         self, session_id: str, *, max_events: int, max_bytes: int
     ) -> Restored | None:
         return None
-
-    async def claim(self, session_id: str, ttl: float) -> bool:
-        return True
-
-    async def renew(self, session_ids: list[str], ttl: float) -> list[str]:
-        return []
-
-    async def release(self, session_ids: list[str]) -> None:
-        return None
-
-    async def owner(self, session_id: str) -> str | None:
-        return self.node if session_id in self._logs else None
 
 
 __all__ = ["MemoryStore"]
