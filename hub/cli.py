@@ -49,6 +49,7 @@ from hub.agents.errors import AgentError
 from hub.agents.spec import AgentSpec, ConfigError, load_config, parse_agent_arg
 from hub.server import logs
 from hub.server.app import GOING_AWAY, HubApp, create_app
+from hub.server.wsprotocol import FairWebSocketProtocol
 from hub.sessions.workspace import resolve_roots
 from hub.settings import ROLES, Settings
 from hub.store import StoreError, open_store, parse_store_url
@@ -400,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         app,
         host=settings.host,
         port=settings.port,
-        ws="websockets-sansio",
+        ws=FairWebSocketProtocol,
         ws_max_size=settings.max_frame_bytes,
         ws_ping_interval=settings.ping_interval,
         ws_ping_timeout=settings.ping_timeout,

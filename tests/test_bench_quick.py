@@ -51,6 +51,13 @@ def test_quick_bench_runs_every_scenario_correctly(tmp_path: Path) -> None:
     assert by_name["S7"]["figures"]["close_code"] == 1013
     assert by_name["S4"]["correctness"]["replay_covers_preload"] == 1
     assert by_name["S5"]["correctness"]["blip_gaps"] == 0
+    # The flooder that never reads was refused by the request rate and closed with 1013,
+    # and the other client was answered throughout.
+    s9 = by_name["S9"]
+    assert s9["figures"]["flooder_close_code"] == 1013
+    assert s9["detail"]["floods"][0]["rate_limited"] > 0
+    assert s9["correctness"]["flooders_closed_1013"] == s9["correctness"]["flooders_closed"]
+    assert s9["correctness"]["normal_answered"] == 1
     assert done.returncode == 0, log
 
 

@@ -273,6 +273,9 @@ class AsgiFrameWriter:
         if getattr(proto, "read_paused", False):
             proto.read_paused = False
             proto.transport.resume_reading()
+        closing = getattr(proto, "closing", None)
+        if callable(closing):
+            closing()  # input already read is searched for the answer too (hub.server.wsprotocol)
         # The client's answer closes the transport gracefully (uvicorn's ``handle_close``); a
         # client that does not read its close frame in time is aborted.
         loop = asyncio.get_running_loop()

@@ -144,6 +144,9 @@ FULL: dict[str, dict[str, Any]] = {
     },
     # v2 observers: they receive every `_hub_*` event, presence included.
     "S8": {"observers": 5000, "observer_version": 2, "warm": 100, "settle_s": 2.0},
+    # A flooder of small requests that never reads, next to a client measuring round trips;
+    # the hub's own defaults (request rate, outbox bound).
+    "S9": {"sessions": 5, "window_s": 15.0, "interval_s": 0.015, "chunk_requests": 2000},
 }
 
 QUICK: dict[str, dict[str, Any]] = {
@@ -165,10 +168,14 @@ QUICK: dict[str, dict[str, Any]] = {
            "max_pause_s": 30.0, "preload": 300,
            "hub_config": {"outbox_bytes": 64 * 1024, "retained_events": 200}},
     "S8": {**FULL["S8"], "observers": 100, "warm": 10, "settle_s": 0.5},
+    # A small bound and receive buffer, so that a flooder is closed within the short window.
+    "S9": {**FULL["S9"], "sessions": 2, "window_s": 3.0, "flood_rcvbuf": 4096,
+           "hub_config": {"outbox_bytes": 64 * 1024}},
 }  # fmt: skip
 
-HUB_ONLY = {"S4", "S5", "S7"}
-"""Scenarios about replay, cursors and the outbox, which the baseline does not have."""
+HUB_ONLY = {"S4", "S5", "S7", "S9"}
+"""Scenarios about replay, cursors, the outbox and per-connection limits, which the baseline
+does not have."""
 
 STORES = {"S2-store": ["hub", "hub-sqlite", "hub-redis"], "S2-nodes": ["hub-redis", "hub-2nodes"]}
 """Scenarios run against variants of the hub, not the baseline; the first is the reference:
@@ -341,6 +348,8 @@ def problems(name: str, result: dict[str, Any]) -> list[str]:
         "slow_closed",
         "slow_close_1013",
         "all_delivered",
+        "normal_answered",
+        "all_listed",
     ]
     out += [f"{k}=0" for k in one if k in c and not c[k]]
     if key == "S5":
@@ -540,6 +549,19 @@ def _verdict(outcome: Outcome) -> Verdict:
             ok if codes else None,
             None,
         )
+    if key == "S9":
+        q = _values(o, "hub", "p99_ratio")
+        m = med(q) if q else float("nan")
+        codes = _values(o, "hub", "flooder_close_code")
+        shut = _values(o, "hub", "flooder_seconds_to_close")
+        return Verdict(
+            "normal client's round-trip p99 with / without a flood; flooder's close code, s",
+            f"{_fmt(q)}x; {_fmt(codes, 4)}, {_fmt(shut)} s",
+            "<= 2x",
+            "",
+            m <= 2.0 if q else None,
+            None,
+        )
     if key == "S8":
         r = _ratios(o, "kb_per_observer")
         m = med(r) if r else float("nan")
@@ -565,6 +587,7 @@ TITLES = {
     "S5": "S5 short blip: reconnect with a cursor behind the live edge",
     "S7": "S7 slow consumer: one observer stops reading",
     "S8": "S8 idle observers: memory per attached, idle observer",
+    "S9": "S9 fairness: a client floods small requests and never reads, another measures",
 }
 
 
@@ -740,10 +763,37 @@ def _details(o: Outcome) -> list[str]:
         frame = detail.get("frame_bytes")
         if frame:
             out.append(f"- {kind}: mean frame {frame:.0f} bytes")
-        if o.name in ("S4", "S7", "S8") and kind in o.runs[0]:
+        if o.name == "S9" and kind == "hub":
+            out += [_flooders(i, run.get("hub", {})) for i, run in enumerate(o.runs, 1)]
+        if o.name in ("S4", "S7", "S8", "S9") and kind in o.runs[0]:
             keep = {k: v for k, v in detail.items() if not isinstance(v, list)}
             out.append(f"- {kind} detail (run 1): `{json.dumps(keep, default=str)}`")
     return out
+
+
+def _flooders(i: int, result: dict[str, Any]) -> str:
+    """What happened to S9's flooders in run ``i``, in words."""
+    floods = result.get("detail", {}).get("floods", [])
+    if not floods:
+        return f"- run {i}: no flooder record"
+    closed = [f for f in floods if f.get("seconds_to_close") is not None]
+    codes = sorted({f.get("close_code") for f in closed})
+    parts = [
+        f"- run {i}: {len(floods)} flooding connections, one after another; "
+        f"{len(closed)} closed by the hub (close codes {codes})"
+    ]
+    first = floods[0]
+    if first.get("seconds_to_rate_limit") is not None:
+        parts.append(
+            f"the first refused by the request rate after {first['seconds_to_rate_limit']:.2f} s"
+        )
+    if first.get("seconds_to_close") is not None:
+        parts.append(f"closed after {first['seconds_to_close']:.2f} s")
+    parts.append(
+        f"it read {first.get('results', 0)} answers and {first.get('rate_limited', 0)} "
+        f"-32044 refusals ({first.get('other_errors', 0)} other errors) once it read again"
+    )
+    return ", ".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:

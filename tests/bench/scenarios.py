@@ -3,15 +3,17 @@
 Each scenario takes the target, its parameters and the server's pid (to read its RSS), and
 returns a JSON-able result: ``figures`` (the numbers the report shows), ``correctness`` (every
 observer's stream checked: duplicates, gaps, resets, unexpected closes) and ``detail``.
-Scenarios S4, S5 and S7 exercise the hub's replay, cursors and outbox, which the baseline does
-not have: against the baseline they return ``{"skipped": ...}``.
+Scenarios S4, S5, S7 and S9 exercise the hub's replay, cursors, outbox and per-connection limits,
+which the baseline does not have: against the baseline they return ``{"skipped": ...}``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import random
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
@@ -494,6 +496,115 @@ async def s8_idle(target: Target, p: Params, server_pid: int) -> Result:
     }
 
 
+async def _round_trips(
+    conn: Conn, seconds: float, interval: float, at: list[float] | None = None
+) -> list[float]:
+    """``session/list`` one after another for ``seconds`` (``interval`` apart, well under the
+    request rate limit); the round trip of each, in seconds (``at``: when each was sent)."""
+    out: list[float] = []
+    end = now() + seconds
+    while now() < end:
+        t0 = now()
+        await conn.request("session/list", {})
+        out.append(now() - t0)
+        if at is not None:
+            at.append(t0)
+        await asyncio.sleep(interval)
+    return out
+
+
+async def s9_fairness(target: Target, p: Params, server_pid: int) -> Result:
+    """S9: a client floods small requests and never reads; another one's round trips.
+
+    The normal client sends ``session/list`` one after another (``interval_s`` apart) for
+    ``window_s`` without the flood, then for ``window_s`` while a flooder sends the same
+    request as fast as the hub reads it and never reads an answer. A flooder the hub closes
+    is replaced by a new one (as an attacker would), so that the flood lasts the whole
+    window. Every flooder reads what it was sent once the hub's log reports it as a slow
+    consumer, before the hub's close timeout: how its requests were answered (results or
+    ``-32044``) and its close code.
+    """
+    if (skipped := _skip(target)) is not None:
+        return skipped
+    log = p.get("server_log")
+    creator = await target.open(Recorder())
+    sessions = [await target.create(creator) for _ in range(p["sessions"])]
+    normal = await target.open(Recorder())
+    # Warm up (first answers, allocations), then the reference window without the flood.
+    await _round_trips(normal, 1.0, p["interval_s"])
+    without = await _round_trips(normal, p["window_s"], p["interval_s"])
+
+    # The flooder runs in a process of its own: reading what the hub sent it (tens of
+    # thousands of frames) must not hold up this process's event loop, which measures.
+    spec = {
+        "host": target.host,
+        "port": target.port,
+        "log": log,
+        "seconds": p["window_s"] + 0.5,
+        "chunk_requests": p["chunk_requests"],
+        "rcvbuf": p.get("flood_rcvbuf"),
+    }
+    rss_before = rss(server_pid)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.bench.flood",
+        json.dumps(spec),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    ready = await proc.stdout.readline()  # the first flooder is under way
+    if not ready:
+        raise RuntimeError("the flooder did not start")
+    sent_at: list[float] = []
+    with_flood = await _round_trips(normal, p["window_s"], p["interval_s"], sent_at)
+    rss_peak = rss(server_pid)
+    out, _ = await proc.communicate()
+    floods: list[dict[str, Any]] = json.loads(out.decode().strip().splitlines()[-1])
+    # The hub serves everyone after the flood: one more answer, and every session still listed.
+    listed = await normal.request("session/list", {})
+    listed_ids = {s["sessionId"] for s in listed["sessions"]}
+    first = floods[0]
+    p99_without = percentile(without, 99)
+    p99_with = percentile(with_flood, 99)
+    closed = [f for f in floods if f["seconds_to_close"] is not None]
+    return {
+        "figures": {
+            "p99_ratio": p99_with / p99_without,
+            "p99_without_ms": p99_without * 1000,
+            "p99_with_ms": p99_with * 1000,
+            "p50_without_ms": percentile(without, 50) * 1000,
+            "p50_with_ms": percentile(with_flood, 50) * 1000,
+            "flooder_close_code": float(first["close_code"] or 0),
+            "flooder_seconds_to_close": first["seconds_to_close"] or float("nan"),
+            "flooder_seconds_to_rate_limit": first["seconds_to_rate_limit"] or float("nan"),
+            "flooders": float(len(floods)),
+        },
+        "correctness": {
+            **correctness([normal]),
+            "normal_answered": int(len(with_flood) > 0),
+            "flooders_closed_1013": sum(1 for f in closed if f["close_code"] == 1013),
+            "flooders_closed": len(closed),
+            "all_listed": int({s.id for s in sessions} <= listed_ids),
+        },
+        "detail": {
+            "floods": floods,
+            "round_trips_without": latency_ms(without),
+            "round_trips_with": latency_ms(with_flood),
+            "rss_growth_mb": (rss_peak - rss_before) / 2**20,
+            # The slowest round trips with the flood: (seconds after the first flooder
+            # started, ms), to match them against the flooders' ``started`` and ``gone``.
+            "slowest_with": sorted(
+                (
+                    (t - floods[0]["started"], rtt * 1000)
+                    for t, rtt in zip(sent_at, with_flood, strict=True)
+                ),
+                key=lambda x: -x[1],
+            )[:5],
+        },
+    }
+
+
 Scenario = Callable[[Target, Params, int], Awaitable[Result]]
 
 SCENARIOS: dict[str, Scenario] = {
@@ -504,4 +615,5 @@ SCENARIOS: dict[str, Scenario] = {
     "S5": s5_blip,
     "S7": s7_slow,
     "S8": s8_idle,
+    "S9": s9_fairness,
 }

@@ -40,7 +40,7 @@ from typing import Any, cast
 
 from tests.bench.payload import TS_MARK, now
 
-__all__ = ["Conn", "Recorder", "RequestFailed", "connect"]
+__all__ = ["Conn", "Recorder", "RequestFailed", "connect", "frame"]
 
 _SESSION_UPDATE = b'"session/update"'
 _HUB_META = b'"acp-hub":'
@@ -98,7 +98,8 @@ def _mask(payload: bytes, key: bytes) -> bytes:
     )
 
 
-def _frame(opcode: int, payload: bytes) -> bytes:
+def frame(opcode: int, payload: bytes) -> bytes:
+    """A masked client frame of ``opcode`` (1: text) carrying ``payload``."""
     key = os.urandom(4)
     n = len(payload)
     if n < 126:
@@ -149,6 +150,8 @@ class Conn(asyncio.Protocol):
         self.frame_bytes = 0
         self.first_live_at: float | None = None
         self.on_update: Callable[[Conn], None] | None = None
+        self.on_raw: Callable[[bytes], None] | None = None
+        """When set, every text frame goes to it undecoded, and nowhere else."""
 
     # asyncio.Protocol
 
@@ -242,6 +245,9 @@ class Conn(asyncio.Protocol):
     def _text(self, data: bytes, received: float) -> None:
         self.frames += 1
         self.frame_bytes += len(data)
+        if self.on_raw is not None:
+            self.on_raw(data)
+            return
         if data.find(_SESSION_UPDATE) >= 0:
             if data.find(_REPLAY) >= 0:
                 self.replay_frames += 1
@@ -330,7 +336,7 @@ class Conn(asyncio.Protocol):
 
     def _send(self, opcode: int, payload: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(_frame(opcode, payload))
+            self.transport.write(frame(opcode, payload))
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         """Send a JSON-RPC notification."""

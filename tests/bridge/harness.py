@@ -43,6 +43,7 @@ from starlette.applications import Starlette
 
 from hub.agents.spec import AgentSpec
 from hub.server.app import HubApp, create_app
+from hub.server.wsprotocol import FairWebSocketProtocol
 from hub.settings import Settings
 from tests.credentials import owner_token, with_test_key
 from tests.server.harness import with_workspace
@@ -251,7 +252,7 @@ class Listener:
             self.app,
             host="127.0.0.1",
             port=self.port,
-            ws="websockets-sansio",
+            ws=FairWebSocketProtocol,
             ws_per_message_deflate=False,
             lifespan="off",
             log_level="warning",

@@ -26,6 +26,7 @@ from websockets.exceptions import ConnectionClosed
 from hub.agents.spec import AgentSpec
 from hub.protocol.state import SessionState
 from hub.server.app import HubApp, create_app
+from hub.server.wsprotocol import FairWebSocketProtocol
 from hub.settings import Settings
 from tests.credentials import owner_token, with_test_key
 
@@ -98,7 +99,7 @@ async def _serve(
         app,
         host="127.0.0.1",
         port=0,
-        ws="websockets-sansio",
+        ws=FairWebSocketProtocol,
         ws_max_size=settings.max_frame_bytes,
         ws_ping_interval=settings.ping_interval,
         ws_ping_timeout=settings.ping_timeout,

@@ -1,0 +1,141 @@
+"""The WebSocket protocol ``/acp`` is served with: uvicorn's ``websockets-sansio`` protocol,
+reading a client's input a slice at a time.
+
+Theory of operation
+-------------------
+uvicorn parses everything one socket read delivers in one call (``data_received``): up to a
+few hundred kilobytes, thousands of small frames from a client that sends as fast as it can,
+10-20 ms during which no other client is served. Its flow control (reading pauses while
+parsed messages wait for the application) only applies after that call.
+
+``FairWebSocketProtocol`` keeps what a read delivered and parses it ``READ_SLICE`` bytes at a
+time, and only when the application asks for a message and none is parsed yet (``receive``):
+a connection's input costs the event loop at most one slice per message its handler takes,
+and the hub's read loop yields after each message (``hub.server.connection``), so a flooding
+client takes its turn with the others. Reading from the socket stays paused while unparsed
+input is kept, so that input is bounded by one read. After the hub sent its close frame,
+reads go on until the client answers it (a socket closed with unread input is reset, and
+the reset destroys what the client has not read yet), but what a flooding client had sent
+meanwhile (megabytes in the kernel's buffers) is parsed one slice per turn of the event loop
+(and discarded), not in one go: until the answer comes or the close timeout aborts the
+connection. The opening handshake is parsed as uvicorn does.
+
+It relies on uvicorn internals (``conn``, ``queue``, ``read_paused``, ``close_sent``,
+``handshake_complete``), as ``hub.server.transport`` does; ``tests/server/test_wsprotocol.py``
+checks them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+__all__ = ["READ_SLICE", "FairWebSocketProtocol"]
+
+READ_SLICE = 8 * 1024
+"""Bytes of a client's input parsed at once (about 140 small requests, half a millisecond)."""
+
+
+class FairWebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's sans-I/O WebSocket protocol, parsing input a slice at a time (see above)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._unparsed = b""
+        """Input read from the socket and not parsed yet, from ``_offset`` on."""
+        self._offset = 0
+        self._scheduled = False
+
+    def data_received(self, data: bytes) -> None:
+        if not self.handshake_complete:
+            super().data_received(data)
+            return
+        if self._offset < len(self._unparsed):
+            self._unparsed = self._unparsed[self._offset :] + data
+        else:
+            self._unparsed = data
+        self._offset = 0
+        if self.close_sent:
+            self._pause()
+            self._after_close()
+        else:
+            self._parse_until_a_message()
+            self._flow()
+
+    def _pause(self) -> None:
+        if not self.read_paused:
+            self.read_paused = True
+            self.transport.pause_reading()
+
+    def _flow(self) -> None:
+        """Read from the socket only while nothing read waits: no message for the handler,
+        no input unparsed (a slice may hold only part of a frame, or a ping or pong)."""
+        if self._unparsed or not self.queue.empty():
+            self._pause()
+        elif self.read_paused and not self.close_sent and not self.transport.is_closing():
+            self.read_paused = False
+            self.transport.resume_reading()
+
+    def closing(self) -> None:
+        """The hub sent its close frame: look for the client's answer in what was read."""
+        if self._unparsed:
+            self._after_close()
+
+    async def send(self, message: Any) -> None:
+        await super().send(message)
+        if self.close_sent:
+            self.closing()
+
+    def _after_close(self) -> None:
+        """After the close frame, input is read only to find the client's answer to it (the
+        messages are discarded): one slice per turn of the event loop, however much a client
+        that floods the hub had sent, until the answer comes or the close timeout ends it."""
+        if self._scheduled or self.transport.is_closing():
+            return
+        self._scheduled = True
+        self.loop.call_soon(self._slice_after_close)
+
+    def _slice_after_close(self) -> None:
+        self._scheduled = False
+        if self.transport.is_closing():
+            return
+        piece = self._next_slice()
+        if piece:
+            super().data_received(piece)
+        if self._unparsed:
+            self._after_close()
+        elif self.read_paused and not self.transport.is_closing():
+            self.read_paused = False
+            self.transport.resume_reading()
+
+    def _next_slice(self) -> bytes:
+        end = self._offset + READ_SLICE
+        piece = self._unparsed[self._offset : end]
+        self._offset = min(end, len(self._unparsed))
+        if self._offset == len(self._unparsed):
+            self._unparsed, self._offset = b"", 0
+        return piece
+
+    def _parse_until_a_message(self) -> None:
+        """Parse slices until a message waits for the application or nothing is left."""
+        while self.queue.empty() and self._unparsed and not self.close_sent:
+            super().data_received(self._next_slice())
+            if self.transport.is_closing():
+                break
+        if self.close_sent and self._unparsed:
+            self._after_close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # What the client sent before it went is the application's, before the disconnect.
+        if self._offset < len(self._unparsed) and not self.close_sent:
+            rest = self._unparsed[self._offset :]
+            self._unparsed, self._offset = b"", 0
+            super().data_received(rest)
+        super().connection_lost(exc)
+
+    async def receive(self) -> Any:
+        self._parse_until_a_message()
+        message = await self.queue.get()
+        self._flow()
+        return message
