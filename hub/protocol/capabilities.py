@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hub.protocol.shapes import copy_meta, rename, require_object, require_objects, require_str
+from hub.protocol.shapes import (
+    copy_meta,
+    named_entries,
+    rename,
+    require_object,
+    require_objects,
+    require_str,
+)
 
 __all__ = [
     "auth_methods_v1_to_v2",
@@ -77,11 +84,7 @@ def auth_methods_v1_to_v2(methods: Sequence[Any] | None) -> list[dict[str, Any]]
     """v1 ``authMethods`` as v2: ``id`` -> ``methodId``, no ``type`` means ``agent``,
     a terminal method's ``env`` map becomes a ``[{name, value}]`` list."""
     out = []
-    for i, raw in enumerate(methods or []):
-        where = f"authMethods[{i}]"
-        method = require_object(raw, where)
-        require_str(method, "id", where)
-        require_str(method, "name", where)
+    for where, method in named_entries(methods, "authMethods", "id"):
         converted = rename(method, "id", "methodId")
         converted["type"] = method.get("type") or "agent"
         env = method.get("env")
@@ -97,11 +100,7 @@ def auth_methods_v2_to_v1(methods: Sequence[Any] | None) -> list[dict[str, Any]]
     ``terminal`` (whose ``env`` list becomes a map); ``_x`` types have no v1 form and are
     dropped."""
     out = []
-    for i, raw in enumerate(methods or []):
-        where = f"authMethods[{i}]"
-        method = require_object(raw, where)
-        require_str(method, "methodId", where)
-        require_str(method, "name", where)
+    for where, method in named_entries(methods, "authMethods", "methodId"):
         kind = require_str(method, "type", where)
         if kind not in ("agent", "terminal"):
             continue

@@ -19,6 +19,7 @@ from hub.protocol.errors import TranslationError
 from hub.protocol.shapes import (
     copy_meta,
     fail,
+    named_entries,
     rename,
     require_object,
     require_objects,
@@ -64,11 +65,7 @@ def config_options_v1_to_v2(options: Sequence[Any]) -> list[dict[str, Any]]:
     Lossless; option types v1 does not know are kept as they are (v2 is open).
     """
     out = []
-    for i, raw in enumerate(options):
-        where = f"configOptions[{i}]"
-        option = require_object(raw, where)
-        require_str(option, "id", where)
-        require_str(option, "name", where)
+    for where, option in named_entries(options, "configOptions", "id"):
         kind = require_str(option, "type", where)
         converted = rename(option, "id", "configId")
         if kind == "select":
@@ -88,11 +85,7 @@ def config_options_v2_to_v1(
     ``session.configOptions.boolean``).
     """
     out = []
-    for i, raw in enumerate(options):
-        where = f"configOptions[{i}]"
-        option = require_object(raw, where)
-        require_str(option, "configId", where)
-        require_str(option, "name", where)
+    for where, option in named_entries(options, "configOptions", "configId"):
         kind = require_str(option, "type", where)
         if kind == "select":
             converted = rename(option, "configId", "id")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final, NoReturn, TypeGuard
 
 from hub.protocol.errors import InvalidParams
@@ -25,6 +25,7 @@ __all__ = [
     "decode_base64",
     "fail",
     "is_int",
+    "named_entries",
     "optional_object",
     "optional_str",
     "rename",
@@ -104,6 +105,20 @@ def require_objects(obj: Mapping[str, Any], key: str, where: str) -> list[Mappin
         require_object(item, f"{where}.{key}[{i}]")
         for i, item in enumerate(require_list(obj, key, where))
     ]
+
+
+def named_entries(
+    items: Sequence[Any] | None, label: str, id_key: str
+) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Each of ``items`` (``None``: none) with the place it is named by in errors
+    (``label[i]``), checked to be an object with string ``id_key`` and ``name``: the entries of
+    a list of named things (config options, auth methods) that each version keys differently."""
+    for i, raw in enumerate(items or []):
+        where = f"{label}[{i}]"
+        entry = require_object(raw, where)
+        require_str(entry, id_key, where)
+        require_str(entry, "name", where)
+        yield where, entry
 
 
 def check_block(value: Any, where: str) -> Mapping[str, Any]:
