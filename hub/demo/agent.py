@@ -13,6 +13,13 @@ a turn thread. All writes to stdout go through one lock, one JSON message per li
 thread blocks on the client's answer to its permission request, which the main thread hands over
 by request id. A cancel (``session/cancel``, ``session/close``, ``$/cancel_request`` for a v1
 prompt) sets the turn's event; every pause and step checks it and the turn ends ``cancelled``.
+
+Standalone on purpose: it imports nothing from ``hub`` (only the standard library and orjson), so
+that the hub meets it as it meets any foreign agent, over stdio in the agent's own words and not
+through the hub's own translators and checks. For the same reason it is one file (over the
+600-line mark: one script an agent author can read top to bottom) and repeats, deliberately, what
+``hub.protocol`` and the test suite's scripted agent also have (error codes, the stdio loop, the
+v1/v2 update shapes); a shared module would make the two sides of the wire one code.
 """
 
 from __future__ import annotations

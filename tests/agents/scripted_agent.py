@@ -2,7 +2,11 @@
 """A scripted ACP agent for the test suite, speaking ACP v1 or v2 over stdio.
 
 It imports nothing from the hub, only the standard library, so that the hub meets it the way it
-meets any foreign agent. What a prompt turn does is driven by the prompt text: a small command
+meets any foreign agent. For the same reason it repeats, on purpose, what ``hub.protocol`` and the
+demo agent (``hub/demo/agent.py``) also have (error codes, the stdio loop, the v1/v2 shapes):
+sharing that code would let a bug on one side of the wire hide the same bug on the other.
+
+What a prompt turn does is driven by the prompt text: a small command
 language, one command per line (``say hello``, ``stream 1000 64``, ``permission``, ``sleep 500``,
 ``crash`` ...). ``tests/agents/README.md`` documents the language and the command-line flags.
 
