@@ -26,12 +26,18 @@ request ids in both directions. It adds what an editor cannot do itself:
   again. Permission requests that the hub offers again on the new connection are matched to
   the editor's open dialog by their ``permissionId``; one resolved meanwhile is withdrawn
   from the editor with ``$/cancel_request``. After a ``_hub_reset`` (the hub could not serve
-  the cursor) the state that follows is cut to what the editor lacks (``_unseen``).
+  the cursor) the state that follows is cut to what the editor lacks (``unseen``).
 * **Capabilities.** The hub is told the editor's client capabilities without ``fs`` and
   ``terminal``: the hub does not relay those requests, so the bridge does not claim them.
 
 Errors the editor gets: the hub's own, and ``hub.bridge.link``'s (bad URL, refused token,
 unreachable or gone hub), as JSON-RPC errors on the request that needed the hub.
+
+The records the bridge keeps are in ``hub.bridge.tracking`` and the pure frame helpers in
+``hub.bridge.frames``. What stays here (over 600 lines) is one state machine: relaying,
+reconnecting and settling the orphans of a dropped connection read and write the same
+pending-request tables under the same link generation, and every path through a reconnect
+crosses all three; split across classes, each would reach into the others' state.
 """
 
 from __future__ import annotations
@@ -39,7 +45,6 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -48,7 +53,16 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from hub.bridge.editor import EditorChannel, EditorClosed
+from hub.bridge.frames import (
+    HubError,
+    answer_frame,
+    hub_initialize_params,
+    hub_meta,
+    payload,
+    with_hub_meta,
+)
 from hub.bridge.link import LinkFailure, Target, connect_hub, unreachable
+from hub.bridge.tracking import Outgoing, Pending, PromptWait, Tracked, cursor_of, unseen
 from hub.protocol import jsonrpc
 from hub.protocol.errors import (
     RESOURCE_NOT_FOUND,
@@ -71,87 +85,6 @@ BACKOFF_MAX = 2.0
 
 # A request whose loss on a dropped connection is settled by sending it again.
 _NOT_RETRIED = frozenset({"session/new"})
-
-Cursor = tuple[int, int]
-
-
-def _hub_meta(obj: Any) -> dict[str, Any]:
-    meta = obj.get("_meta") if isinstance(obj, dict) else None
-    hub = meta.get("acp-hub") if isinstance(meta, dict) else None
-    return hub if isinstance(hub, dict) else {}
-
-
-def _cursor_of(result: Any) -> Cursor | None:
-    meta = _hub_meta(result)
-    epoch, seq = meta.get("epoch"), meta.get("seq")
-    if isinstance(epoch, int) and isinstance(seq, int):
-        return (epoch, seq)
-    return None
-
-
-@dataclass
-class PromptWait:
-    """A prompt from the editor, followed until the session's events settle it."""
-
-    session_id: str
-    message_id: str | None = None
-    """The user message it became (a ``_hub_prompt`` naming one of our connections)."""
-    stop_reason: str | None = None
-    """The stop reason of its turn, once it ended."""
-    answered: bool = False
-    """The editor got its answer (a v2 prompt queued by the hub is still followed)."""
-    orphan_of: Any = None
-    """The editor's request id, while its answer was lost with a dropped connection."""
-
-
-@dataclass
-class Pending:
-    """A request the bridge sent to the hub."""
-
-    method: str
-    params: dict[str, Any]
-    editor_id: Any = None
-    """The editor's id, or ``None`` for the bridge's own requests (``done`` is set)."""
-    kind: str = "relay"
-    """``relay``, ``attach`` (``--session``'s ``session/new``) or ``own``."""
-    prompt: PromptWait | None = None
-    hub_id: int = -1
-    result: Any = None
-    error: RpcError | None = None
-    lost: bool = False
-    """The connection it was sent on dropped before the answer came."""
-    done: anyio.Event = field(default_factory=anyio.Event)
-
-
-@dataclass
-class Outgoing:
-    """A hub request passed on to the editor (a permission request, an elicitation)."""
-
-    editor_id: int
-    generation: int
-    hub_id: Any
-    key: tuple[str, str] | None
-    answer: dict[str, Any] | None = None
-    """The editor's answer (``{"result"}`` or ``{"error"}``), kept while the hub connection it
-    belongs to is down."""
-
-
-@dataclass
-class Tracked:
-    """A session the editor knows."""
-
-    session_id: str
-    cwd: str
-    cursor: Cursor | None = None
-    turn_message: str | None = None
-    prompts: list[PromptWait] = field(default_factory=list)
-    shown: dict[str, str] = field(default_factory=dict)
-    """The text of each message (by id) the editor was shown, from its chunks."""
-    own: set[str] = field(default_factory=set)
-    """The user messages this editor sent (it rendered them itself)."""
-    tools: set[str] = field(default_factory=set)
-    resetting: bool = False
-    """A ``_hub_reset`` came: the state that follows is one the editor partly has."""
 
 
 class Bridge:
@@ -264,7 +197,7 @@ class Bridge:
             kind, method, params = "attach", "session/resume", self._attach_params(params)
             self.attach_to = None  # only the first session/new attaches
         elif method == "session/new" and self.agent is not None:
-            params = _with_hub_meta(params, agent=self.agent, keep=True)
+            params = with_hub_meta(params, agent=self.agent, keep=True)
         elif method in ("session/load", "session/resume"):
             session_id = params.get("sessionId")
             if isinstance(session_id, str):
@@ -328,10 +261,10 @@ class Bridge:
         if out.key is not None:
             # Kept until the hub's record says the request is settled: if the connection drops
             # first, the hub offers the request again on the next one and gets this answer.
-            out.answer = _payload(entry)
+            out.answer = payload(entry)
             self._permissions[out.key] = out
         if out.generation == self._generation and self._ws is not None:
-            await self._to_hub(_answer_frame(out.hub_id, _payload(entry)))
+            await self._to_hub(answer_frame(out.hub_id, payload(entry)))
         elif out.key is None:
             log.info("! an answer to a request of a lost hub connection is dropped")
 
@@ -374,7 +307,7 @@ class Bridge:
         except HubError as exc:
             await ws.close()
             raise LinkFailure(exc.error, fatal=True) from None
-        connection_id = _hub_meta(result).get("connectionId")
+        connection_id = hub_meta(result).get("connectionId")
         if isinstance(connection_id, str):
             self.connection_ids.append(connection_id)
         log.info("= connected to %s as %s", self.target.url, connection_id)
@@ -397,7 +330,7 @@ class Bridge:
             if exc.error.code == RESOURCE_NOT_FOUND:
                 await self._lose_session(track, exc.error)
             return
-        cursor = _cursor_of(result)
+        cursor = cursor_of(result)
         if cursor is not None:
             track.cursor = cursor
         log.info("= resumed %s at %s", track.session_id, track.cursor)
@@ -530,7 +463,7 @@ class Bridge:
             entries = listed.get("sessions")
             for entry in entries if isinstance(entries, list) else []:
                 if isinstance(entry, dict) and entry.get("sessionId") == wait.session_id:
-                    meta = _hub_meta(entry)
+                    meta = hub_meta(entry)
                     if meta.get("state") == "idle":
                         reason = meta.get("stopReason")
                         return reason if isinstance(reason, str) else "end_turn"
@@ -658,7 +591,7 @@ class Bridge:
                 if track is None:
                     track = Tracked(session_id, cwd if isinstance(cwd, str) else "/")
                     self.sessions[session_id] = track
-                cursor = _cursor_of(result)
+                cursor = cursor_of(result)
                 if cursor is not None:
                     track.cursor = cursor
         elif method in ("session/close", "session/delete"):
@@ -667,7 +600,7 @@ class Bridge:
                 self.sessions.pop(closed, None)
         wait = pending.prompt
         if wait is not None:
-            queued = _hub_meta(result).get("queued") is True
+            queued = hub_meta(result).get("queued") is True
             if not wait.answered:
                 wait.answered = True
                 await self._to_editor(jsonrpc.response(pending.editor_id, result))
@@ -683,7 +616,7 @@ class Bridge:
     async def _hub_request(self, req: jsonrpc.Request, generation: int) -> None:
         params = req.params if isinstance(req.params, dict) else {}
         key: tuple[str, str] | None = None
-        permission_id = _hub_meta(params).get("permissionId")
+        permission_id = hub_meta(params).get("permissionId")
         session_id = params.get("sessionId")
         if isinstance(permission_id, str) and isinstance(session_id, str):
             key = (session_id, permission_id)
@@ -699,7 +632,7 @@ class Bridge:
             # The same request offered again on a new connection: the editor already shows it.
             known.generation, known.hub_id = generation, req.id
             if known.answer is not None:
-                await self._to_hub(_answer_frame(req.id, known.answer))
+                await self._to_hub(answer_frame(req.id, known.answer))
             return
         self._next_editor_id += 1
         out = Outgoing(self._next_editor_id, generation, req.id, key)
@@ -741,7 +674,7 @@ class Bridge:
             log.warning("! malformed session/update from the hub, dropped")
             return
         track = self.sessions.get(session_id)
-        meta = _hub_meta(params)
+        meta = hub_meta(params)
         seq, epoch = meta.get("seq"), meta.get("epoch")
         if track is not None and isinstance(seq, int) and isinstance(epoch, int):
             cursor = track.cursor
@@ -759,7 +692,7 @@ class Bridge:
         if track is not None:
             if isinstance(seq, int):
                 track.resetting = False
-            shown = _unseen(track, update)
+            shown = unseen(track, update)
             if shown is None:
                 return
             if shown is not update:
@@ -847,99 +780,6 @@ class Bridge:
 
     async def _to_editor(self, frame: bytes) -> None:
         await self.editor.send(frame)
-
-
-_CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"})
-
-
-def _unseen(track: Tracked, update: dict[str, Any]) -> dict[str, Any] | None:
-    """What of ``update`` the editor has not been shown (``None``: nothing), recording it.
-
-    Live updates pass unchanged. The state a ``_hub_reset`` sends again is cut to what the
-    editor lacks: a message's text beyond what its chunks already showed, a known tool call as
-    an update of it. The editor's own prompts are never echoed to it (it rendered them)."""
-    variant = update.get("sessionUpdate")
-    message_id = update.get("messageId")
-    content = update.get("content")
-    if variant == "user_message_chunk" and message_id in track.own:
-        return None
-    if variant in _CHUNKS and isinstance(message_id, str) and isinstance(content, dict):
-        text = content.get("text")
-        if content.get("type") == "text" and isinstance(text, str):
-            before = track.shown.get(message_id, "")
-            if not track.resetting:
-                track.shown[message_id] = before + text
-                return update
-            track.shown[message_id] = text
-            if not text.startswith(before):
-                return update  # the message changed: shown again whole
-            rest = text[len(before) :]
-            return {**update, "content": {**content, "text": rest}} if rest else None
-    tool_call_id = update.get("toolCallId")
-    if variant == "tool_call" and isinstance(tool_call_id, str):
-        if tool_call_id in track.tools and track.resetting:
-            return {**update, "sessionUpdate": "tool_call_update"}
-        track.tools.add(tool_call_id)
-    return update
-
-
-class HubError(Exception):
-    """The hub answered one of the bridge's own requests with an error."""
-
-    def __init__(self, error: RpcError) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-
-def _payload(entry: jsonrpc.Response | jsonrpc.ErrorResponse) -> dict[str, Any]:
-    """The answer without its id: ``{"result": ...}`` or ``{"error": ...}``."""
-    if isinstance(entry, jsonrpc.Response):
-        return {"result": entry.result}
-    return {"error": entry.error.to_dict()}
-
-
-def _answer_frame(request_id: Any, payload: dict[str, Any]) -> bytes:
-    if "error" in payload:
-        return jsonrpc.error(request_id, RpcError.from_dict(payload["error"]))
-    return jsonrpc.response(request_id, payload.get("result"))
-
-
-def _with_hub_meta(params: dict[str, Any], *, keep: bool = False, **values: Any) -> dict[str, Any]:
-    """``params`` with ``values`` under ``_meta["acp-hub"]`` (``keep``: the editor's own
-    values win)."""
-    meta = params.get("_meta")
-    meta = dict(meta) if isinstance(meta, dict) else {}
-    hub = _hub_meta(params)
-    meta["acp-hub"] = {**values, **hub} if keep else {**hub, **values}
-    return {**params, "_meta": meta}
-
-
-def hub_initialize_params(version: int, params: dict[str, Any]) -> dict[str, Any]:
-    """The hub's ``initialize``: the editor's, in its version, with the editor's client
-    capabilities less ``fs`` and ``terminal`` (the hub never relays those requests), and, on
-    v1, the hub's events asked for (contiguous seqs, turn ends for the cursor logic)."""
-    out: dict[str, Any] = {"protocolVersion": version}
-    caps_key, info_key = (
-        ("capabilities", "info") if version >= 2 else ("clientCapabilities", "clientInfo")
-    )
-    caps = params.get(caps_key)
-    caps = (
-        {k: v for k, v in caps.items() if k not in ("fs", "terminal")}
-        if isinstance(caps, dict)
-        else {}
-    )
-    out[caps_key] = caps
-    info = params.get(info_key)
-    if not isinstance(info, dict):
-        info = params.get("clientInfo") or params.get("info")
-    if isinstance(info, dict):
-        out[info_key] = info
-    hub = dict(_hub_meta(params))
-    if version < 2:
-        hub["events"] = True
-    hub.pop("batches", None)  # the bridge relays one message per line
-    out["_meta"] = {"acp-hub": hub}
-    return out
 
 
 async def run_stdio(

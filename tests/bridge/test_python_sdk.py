@@ -12,7 +12,7 @@ import pytest
 from acp import RequestError, text_block
 from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
-from hub.bridge.relay import hub_initialize_params
+from hub.bridge.frames import hub_initialize_params
 from tests.bridge.harness import TIMEOUT, EditorClient, bridge_env, spawn_bridge
 from tests.credentials import owner_token, token
 from tests.server.harness import AcpClient, acp_client, running_hub, scripted_agent
