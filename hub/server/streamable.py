@@ -3,9 +3,10 @@
 Theory of operation
 -------------------
 An HTTP client is a ``ClientConnection`` like a WebSocket client: the same method table, roles,
-limits and arbitration. Only its outbox differs. ``StreamOutbox`` satisfies the connection's
-``ConnectionOutbox`` and routes every frame to the stream it belongs on, each stream being an
-``Outbox`` (byte-bounded, slow consumers closed) over an ``SseWriter`` (``hub.server.sse``):
+limits and arbitration. Only its outbox differs. ``StreamOutbox`` (``hub.server.streams``)
+satisfies the connection's ``ConnectionOutbox`` and routes every frame to the stream it belongs
+on, each stream being an ``Outbox`` (byte-bounded, slow consumers closed) over an ``SseWriter``
+(``hub.server.sse``):
 
 * the connection's stream (a GET with ``Acp-Connection-Id`` alone) carries the answers to
   connection-level requests (``session/new``, ``session/load``, ``session/resume``,
@@ -33,8 +34,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterable, Iterator
-from itertools import chain
 from typing import Any, Protocol
 
 import anyio
@@ -49,8 +48,8 @@ from hub.access.gate import Admission, Gate
 from hub.access.principal import Principal, Refusal
 from hub.server.caps import ConnectionCaps, Ticket
 from hub.server.connection import ClientConnection
-from hub.server.outbox import Outbox
 from hub.server.sse import SseWriter, cursor_of
+from hub.server.streams import StreamOutbox
 from hub.sessions.errors import SessionFailure
 from hub.sessions.registry import SessionRegistry
 from hub.settings import Role, Settings
@@ -65,9 +64,6 @@ IDLE_TIMEOUT = 300.0
 FIRST_GET_TIMEOUT = 30.0
 """Seconds a new HTTP connection has to open its first stream: one that never reads is not
 kept for ``IDLE_TIMEOUT`` (initializing costs a client one POST; the hub holds it longer)."""
-RETAIN_SHARE = 4
-"""A stream keeps the last ``outbox_bytes // RETAIN_SHARE`` bytes it wrote, for GETs that come
-back with ``Last-Event-ID`` (1 MiB with the default bound)."""
 INBOX_FRAMES = 64
 """Messages a connection takes ahead of handling them before its POSTs wait."""
 NORMAL_CLOSE = 1000
@@ -84,178 +80,6 @@ SESSION_SCOPED = frozenset(
         "session/close",
     }
 )
-_UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"'
-
-
-class StreamOutbox:
-    """A ``ConnectionOutbox`` that routes each frame to its stream (see the module docs)."""
-
-    def __init__(self, settings: Settings, name: str) -> None:
-        self._settings = settings
-        self._name = name
-        self.streams: dict[str | None, Outbox] = {}
-        self.writers: dict[str | None, SseWriter] = {}
-        self._answers_to: dict[Any, str | None] = {}
-        self._requests_on: dict[Any, str | None] = {}
-        self._waiting: dict[Any, list[bytes]] = {}
-        self._waiter = anyio.Event()
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._closing: tuple[int, str] | None = None
-        self._finished = False
-        self._done = anyio.Event()
-        self.stream(None)
-
-    # -- streams -----------------------------------------------------------------------------
-
-    def stream(self, session_id: str | None) -> Outbox:
-        """The outbox of the connection's stream (``None``) or of a session's, made on demand."""
-        outbox = self.streams.get(session_id)
-        if outbox is None:
-            name = self._name if session_id is None else f"{self._name}/{session_id}"
-            writer = SseWriter(
-                session=session_id is not None,
-                retain_bytes=self._settings.outbox_bytes // RETAIN_SHARE,
-                name=name,
-            )
-            outbox = Outbox(writer, self._settings.outbox_bytes, name=name)
-            self.streams[session_id] = outbox
-            self.writers[session_id] = writer
-            if self._tg is not None:
-                self._tg.start_soon(self._run_stream, session_id, outbox)
-        return outbox
-
-    def reset_stream(self, session_id: str) -> Outbox:
-        """Drop what waits for ``session_id``'s stream and start it afresh (a resume from a
-        cursor the stream no longer keeps will queue the session's events again)."""
-        old = self.streams.pop(session_id, None)
-        self.writers.pop(session_id, None)
-        if old is not None:
-            old.finish()
-        return self.stream(session_id)
-
-    def expect_answer(self, request_id: Any, session_id: str | None) -> None:
-        """The answer to the client's request ``request_id`` goes on ``session_id``'s stream
-        (``None``: the connection's)."""
-        self._answers_to[_key(request_id)] = session_id
-
-    def answered(self, request_id: Any) -> None:
-        """The client answered the hub's request ``request_id``: nothing to withdraw later."""
-        self._requests_on.pop(_key(request_id), None)
-
-    def hold_answer(self, request_id: Any) -> None:
-        """The answer to ``request_id`` is the POST's own body (``initialize``)."""
-        self._waiting[_key(request_id)] = []
-
-    async def held_answer(self, request_id: Any) -> bytes:
-        """Wait for the answer ``hold_answer`` kept for the POST."""
-        key = _key(request_id)
-        while not self._waiting.get(key):
-            if self.closed:
-                raise anyio.ClosedResourceError
-            waiter = self._waiter
-            await waiter.wait()
-        return self._waiting.pop(key)[0]
-
-    def _route(self, frame: bytes) -> tuple[str, Any]:
-        """``("stream", session id or None)`` or ``("post", request id)`` for ``frame``."""
-        if frame.startswith(_UPDATE_PREFIX):
-            end = frame.find(b'"', len(_UPDATE_PREFIX))
-            return "stream", frame[len(_UPDATE_PREFIX) : end].decode()
-        try:
-            obj = orjson.loads(frame)
-        except orjson.JSONDecodeError:
-            return "stream", None
-        if not isinstance(obj, dict):
-            return "stream", None
-        params = obj.get("params")
-        session_id = params.get("sessionId") if isinstance(params, dict) else None
-        session_id = session_id if isinstance(session_id, str) else None
-        if "method" in obj:
-            if obj["method"] == "$/cancel_request" and isinstance(params, dict):
-                # Withdrawing a hub request: on the stream the request went on.
-                return "stream", self._requests_on.pop(_key(params.get("requestId")), None)
-            if "id" in obj:
-                self._requests_on[_key(obj["id"])] = session_id
-            return "stream", session_id
-        request_id = _key(obj.get("id"))
-        if request_id in self._waiting and not self._waiting[request_id]:
-            return "post", request_id
-        return "stream", self._answers_to.pop(_key(request_id), None)
-
-    # -- ConnectionOutbox ----------------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        return self._closing is not None or self._finished
-
-    @property
-    def close_code(self) -> int | None:
-        return None if self._closing is None else self._closing[0]
-
-    @property
-    def queued_bytes(self) -> int:
-        return sum(o.queued_bytes for o in self.streams.values())
-
-    def push(self, frame: bytes) -> bool:
-        if self.closed:
-            return False
-        kind, target = self._route(frame)
-        if kind == "post":
-            self._waiting[target].append(frame)
-            self._waiter.set()
-            self._waiter = anyio.Event()
-            return True
-        return self.stream(target).push(frame)
-
-    def push_pages(self, pages: Iterable[bytes]) -> bool:
-        if self.closed:
-            return False
-        pages = iter(pages)
-        first = next(pages, None)
-        if first is None:
-            return True
-        _, target = self._route(first)  # a replay: every page is for one session
-        return self.stream(target).push_pages(_prepend(first, pages))
-
-    def close(self, code: int, reason: str) -> None:
-        if self.closed:
-            return
-        self._closing = (code, reason)
-        for outbox in self.streams.values():
-            outbox.close(code, reason)
-        self._waiter.set()
-
-    def finish(self) -> None:
-        self._finished = True
-        for outbox in self.streams.values():
-            outbox.finish()
-        self._waiter.set()
-
-    async def run(self) -> None:
-        """Run every stream's writer until the connection closes."""
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            for session_id, outbox in list(self.streams.items()):
-                tg.start_soon(self._run_stream, session_id, outbox)
-            await self._done.wait()
-            tg.cancel_scope.cancel()
-
-    async def _run_stream(self, session_id: str | None, outbox: Outbox) -> None:
-        await outbox.run()
-        if outbox.close_code is not None and self._closing is None:
-            # One stream closed itself (a slow consumer): the connection goes with it, as a
-            # WebSocket would, and the client resumes with its cursor.
-            self.close(outbox.close_code, "slow consumer: resume with your cursor")
-        if self.closed and all(o.closed for o in self.streams.values()):
-            self._done.set()
-
-
-def _key(request_id: Any) -> Any:
-    return request_id if isinstance(request_id, str | int) else repr(request_id)
-
-
-def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    return chain((first,), rest)
 
 
 class HttpConnection:
