@@ -26,6 +26,11 @@ being an ``Outbox`` of its own. Everything else (roles, limits, arbitration) is 
 The method handlers live in ``hub.server.methods``; they use this class's public API
 (``identify``, ``attach``, ``attached_session``, ``detach_session``, ``forget_session``,
 ``config_result``) and the session's, never private state.
+
+Past 600 lines on purpose: the ``ClientHandle`` the sessions see, the lifecycle above and the
+dispatch with its per-connection limits (role checks, requests in progress, the request rate)
+all read and change the one state of the connection; the outbox and the method table, which
+need none of it, are already elsewhere.
 """
 
 from __future__ import annotations

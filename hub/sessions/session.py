@@ -26,6 +26,11 @@ arbitrated by its parts, one concept each (see ``docs/arbitration.md``):
 * ``elicitations`` (``hub.sessions.elicitation``): elicitations, asked of one client.
 
 ``hub.sessions.arbiter`` holds the rules that need no state.
+
+Past 600 lines on purpose: what is left here is the part that must stay one object (the log,
+the fan-out and the attach, whose no-hole-no-duplicate order rests on happening in one
+synchronous step) and the session's public API for the server layer, most of it one-line
+delegations to the parts above; moving those out would make callers reach into the parts.
 """
 
 from __future__ import annotations
