@@ -263,6 +263,19 @@ class Supervised:
         async with supervisor:
             yield supervisor
 
+    @asynccontextmanager
+    async def session(
+        self, home: Path, *, protocol: ProtocolChoice, sink: RecordingSink | None = None
+    ) -> AsyncIterator[tuple[Agent, RecordingSink, str]]:
+        """A supervisor of the scripted agent (``scripted_spec(home, protocol=protocol)``) with
+        one session in ``home`` open on ``sink`` (a new ``RecordingSink`` by default): yields
+        the agent, the sink and the session id."""
+        async with self(scripted_spec(home, protocol=protocol)) as sup:
+            agent = sup.get("scripted")
+            sink = RecordingSink() if sink is None else sink
+            sid = (await agent.new_session(str(home), [], sink)).session_id
+            yield agent, sink, sid
+
     def pgids(self) -> list[int]:
         return [
             pid

@@ -12,16 +12,13 @@ import pytest
 
 from hub.agents.errors import AgentError
 from hub.protocol.errors import INVALID_PARAMS, UNSUPPORTED
-from tests.agents.harness import RecordingSink, Supervised, scripted_spec, text
+from tests.agents.harness import RecordingSink, Supervised, text
 
 
 async def test_v2_only_requests_are_unsupported_for_a_v1_agent_and_malformed_ones_invalid(
     supervised: Supervised, agent_home: Path
 ) -> None:
-    async with supervised(scripted_spec(agent_home, protocol=1)) as sup:
-        agent = sup.get("scripted")
-        sink = RecordingSink()
-        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+    async with supervised.session(agent_home, protocol=1) as (agent, sink, sid):
         http = {"type": "http", "name": "web", "url": "https://mcp.example/"}
         nameless = {"type": "stdio", "command": "x"}
         home = str(agent_home)
@@ -53,10 +50,7 @@ async def test_v2_only_requests_are_unsupported_for_a_v1_agent_and_malformed_one
 async def test_an_update_nested_too_deep_is_dropped_and_the_turn_goes_on(
     supervised: Supervised, agent_home: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with supervised(scripted_spec(agent_home, protocol=2)) as sup:
-        agent = sup.get("scripted")
-        sink = RecordingSink()
-        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+    async with supervised.session(agent_home, protocol=2) as (agent, sink, sid):
         meta = '{"a":' * 300 + "1" + "}" * 300
         deep = (
             '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + sid + '",'

@@ -65,10 +65,7 @@ async def test_permission_request_is_v2_shaped_and_answered(
     answer: dict[str, Any],
     report: str,
 ) -> None:
-    async with supervised(scripted_spec(agent_home, protocol=protocol)) as sup:
-        agent = sup.get("scripted")
-        sink = RecordingSink()
-        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+    async with supervised.session(agent_home, protocol=protocol) as (agent, sink, sid):
         await agent.prompt(sid, text("permission Write config.toml"))
         call = await sink.wait_permission()
         params = call.params
@@ -88,10 +85,7 @@ async def test_permission_request_is_v2_shaped_and_answered(
 async def test_cancel_answers_pending_permission_cancelled(
     supervised: Supervised, agent_home: Path, protocol: ProtocolChoice
 ) -> None:
-    async with supervised(scripted_spec(agent_home, protocol=protocol)) as sup:
-        agent = sup.get("scripted")
-        sink = RecordingSink()
-        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+    async with supervised.session(agent_home, protocol=protocol) as (agent, sink, sid):
         await agent.prompt(sid, text("permission\nsleep 10000"))
         call = await sink.wait_permission()
         await agent.cancel(sid)
@@ -105,11 +99,9 @@ async def test_cancel_answers_pending_permission_cancelled(
 async def test_elicitation_round_trip(
     supervised: Supervised, agent_home: Path, protocol: ProtocolChoice
 ) -> None:
-    async with supervised(scripted_spec(agent_home, protocol=protocol)) as sup:
-        agent = sup.get("scripted")
-        sink = RecordingSink()
-        sink.elicitation_answer = {"action": "accept", "content": {"name": "Ada"}}
-        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+    sink = RecordingSink()
+    sink.elicitation_answer = {"action": "accept", "content": {"name": "Ada"}}
+    async with supervised.session(agent_home, protocol=protocol, sink=sink) as (agent, _, sid):
         await agent.prompt(sid, text("elicit"))
         await sink.wait_idle()
         assert sink.elicitations[0]["mode"] == "form"
@@ -121,10 +113,7 @@ async def test_elicitation_round_trip(
 async def test_config_options_and_modes(
     supervised: Supervised, agent_home: Path, protocol: ProtocolChoice
 ) -> None:
-    async with supervised(scripted_spec(agent_home, protocol=protocol)) as sup:
-        agent = sup.get("scripted")
-        sink = RecordingSink()
-        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+    async with supervised.session(agent_home, protocol=protocol) as (agent, sink, sid):
         options = await agent.set_config_option(sid, "mode", "id", "code")
         mode = next(o for o in options if o["configId"] == "mode")
         assert mode["currentValue"] == "code"
@@ -201,10 +190,7 @@ async def test_extensions_unknown_variants_and_malformed_updates(
     protocol: ProtocolChoice,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async with supervised(scripted_spec(agent_home, protocol=protocol)) as sup:
-        agent = sup.get("scripted")
-        sink = RecordingSink()
-        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+    async with supervised.session(agent_home, protocol=protocol) as (agent, sink, sid):
         script = "\n".join(
             [
                 "ext-notify _acme/ping",
@@ -235,11 +221,9 @@ async def test_extensions_unknown_variants_and_malformed_updates(
 async def test_url_elicitation_complete_reaches_the_asked_sink(
     supervised: Supervised, agent_home: Path
 ) -> None:
-    async with supervised(scripted_spec(agent_home, protocol=2)) as sup:
-        agent = sup.get("scripted")
-        sink = RecordingSink()
-        sink.elicitation_answer = {"action": "accept"}
-        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+    sink = RecordingSink()
+    sink.elicitation_answer = {"action": "accept"}
+    async with supervised.session(agent_home, protocol=2, sink=sink) as (agent, _, sid):
         create = {
             "jsonrpc": "2.0",
             "id": 77,

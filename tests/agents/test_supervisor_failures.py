@@ -82,10 +82,7 @@ async def test_crash_mid_turn_ends_the_turn_and_reports_exit(
     code: int | None,
     sig: str | None,
 ) -> None:
-    async with supervised(scripted_spec(agent_home, protocol=protocol)) as sup:
-        agent = sup.get("scripted")
-        sink = RecordingSink()
-        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+    async with supervised.session(agent_home, protocol=protocol) as (agent, sink, sid):
         await agent.prompt(sid, text(f"say before\n{command}"))
         await sink.wait_for(lambda: bool(sink.events))
         assert sink.events == [{"status": "exited", "exitCode": code, "signal": sig}]
@@ -132,10 +129,7 @@ async def test_restart_reattaches_sessions(
 async def test_pending_permission_is_cancelled_when_the_agent_dies(
     supervised: Supervised, agent_home: Path
 ) -> None:
-    async with supervised(scripted_spec(agent_home, protocol=2)) as sup:
-        agent = sup.get("scripted")
-        sink = RecordingSink()
-        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+    async with supervised.session(agent_home, protocol=2) as (agent, sink, sid):
         await agent.prompt(sid, text("permission"))
         call = await sink.wait_permission()
         assert agent.pid is not None
@@ -149,10 +143,7 @@ async def test_pending_permission_is_cancelled_when_the_agent_dies(
 async def test_in_flight_v1_prompt_fails_when_the_agent_is_killed(
     supervised: Supervised, agent_home: Path
 ) -> None:
-    async with supervised(scripted_spec(agent_home, protocol=1)) as sup:
-        agent = sup.get("scripted")
-        sink = RecordingSink()
-        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+    async with supervised.session(agent_home, protocol=1) as (agent, sink, sid):
         await agent.prompt(sid, text("sleep 20000"))
         await sink.wait_for(lambda: "running" in sink.states())
         assert agent.pid is not None
@@ -226,10 +217,7 @@ async def test_invalid_json_and_a_100_mb_line_are_survived(
 async def test_bad_messages_and_requests_are_answered_per_json_rpc(
     supervised: Supervised, agent_home: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with supervised(scripted_spec(agent_home, protocol=1)) as sup:
-        agent = sup.get("scripted")
-        sink = RecordingSink()
-        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+    async with supervised.session(agent_home, protocol=1) as (agent, sink, sid):
         lines = [
             # fs and terminal are not offered: -32601
             'raw {"jsonrpc": "2.0", "id": 901, "method": "fs/read_text_file", '
@@ -287,10 +275,7 @@ async def test_claim_v2_speak_v1_is_spoken_to_in_v1(
 async def test_v2_agent_sending_v1_updates_is_tolerated(
     supervised: Supervised, agent_home: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with supervised(scripted_spec(agent_home, protocol=2)) as sup:
-        agent = sup.get("scripted")
-        sink = RecordingSink()
-        sid = (await agent.new_session(str(agent_home), [], sink)).session_id
+    async with supervised.session(agent_home, protocol=2) as (agent, sink, sid):
         entry = '{"content": "a", "priority": "high", "status": "pending"}'
         plan = f'{{"sessionUpdate": "plan", "entries": [{entry}]}}'
         chunk = '{"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "x"}}'
