@@ -94,6 +94,8 @@ class WrittenLog(EventLog):
         v1_hub: tuple[bytes, ...],
         origin: str | None,
     ) -> None:
+        # An override, not a hook in `EventLog.append_row`: the memory store's logs then pay
+        # nothing on the fan-out's hot path (the parameter list is repeated for that).
         EventLog.append_row(self, seq, message_id, v2, v1, v1_hub, origin)
         self.unwritten.append(self._events[-1])
         if not self.queued:
