@@ -533,6 +533,9 @@ class Cluster:
             raise SessionFailure(hub_error(NOT_OWNER, f"session {session_id!r}: {exc}")) from None
         if restored is None:
             raise SessionFailure(resource_not_found(f"no session {session_id!r}"))
+        owner = await self.store.owner(session_id)
+        # No await from here on: requests that arrive together build one mirror, not one each
+        # (a second mirror would take the stream's events from the first, which then has gaps).
         mirror = self.mirrors.get(session_id)  # built meanwhile by another request
         if mirror is None:
             mirror = MirrorSession(
@@ -545,7 +548,7 @@ class Cluster:
             )
             mirror.on_join = self._join
             mirror.on_leave = self._left
-            mirror.registered_with = await self.store.owner(session_id)
+            mirror.registered_with = owner
             self.mirrors[session_id] = mirror
             log.info("= %s: followed on this node (seq %s)", session_id, mirror.log.last_seq)
         self._mirrors_changed.set()
