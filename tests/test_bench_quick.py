@@ -59,6 +59,14 @@ def test_quick_bench_runs_every_scenario_correctly(tmp_path: Path) -> None:
     assert s9["detail"]["floods"][0]["rate_limited"] > 0
     assert s9["correctness"]["flooders_closed_1013"] == s9["correctness"]["flooders_closed"]
     assert s9["correctness"]["normal_answered"] == 1
+    # Every client of the killed node was live again on another, and the scale-out runs
+    # measured the servers' CPU.
+    runs = {o["name"]: o["runs"][0] for o in outcomes}
+    storm = runs["S10"]["hub-3nodes"]
+    assert storm["correctness"]["all_live"] == 1
+    assert storm["figures"]["all_live_s"] >= storm["figures"]["live_p50_s"] > 0
+    for kind in ("hub-redis", "hub-spread"):
+        assert runs["S2-scale"][kind]["figures"]["server_cpu"] > 0
     assert done.returncode == 0, log
 
 

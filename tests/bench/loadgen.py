@@ -2,7 +2,9 @@
 
 ``python -m tests.bench.loadgen '<json spec>'`` where the spec is ``{"scenario": "S1",
 "kind": "hub"|"baseline", "host", "port", "server_pid", "params": {...}}``, with
-``"second_port"`` for a second hub node (observers split between the two). The result is
+``"second_port"`` for a second hub node (``"nodes": "split"``: one session's observers split
+between the two; ``"spread"``: the sessions spread over the two), or ``"ports"`` and
+``"kill_pid"`` for a cluster of nodes (the storm scenario kills one). The result is
 printed as one JSON line on stdout. The harness (``run.py``) pins this process to its own
 core; it uses uvloop when available, like the servers.
 """
@@ -16,7 +18,7 @@ from typing import Any
 
 from tests.bench import loop
 from tests.bench.scenarios import SCENARIOS, Result
-from tests.bench.targets import SplitHubTarget, make_target
+from tests.bench.targets import ClusterTarget, SplitHubTarget, SpreadHubTarget, make_target
 
 __all__ = ["main", "raise_nofile"]
 
@@ -35,9 +37,16 @@ async def _run(spec: dict[str, Any]) -> Result:
     version = int(spec["params"].get("observer_version", 2))
     target = make_target(spec["kind"], spec["host"], int(spec["port"]), version)
     if spec.get("second_port"):
-        target = SplitHubTarget(spec["host"], int(spec["port"]), int(spec["second_port"]))
+        pair = SpreadHubTarget if spec.get("nodes") == "spread" else SplitHubTarget
+        target = pair(spec["host"], int(spec["port"]), int(spec["second_port"]))
+    if spec.get("ports"):
+        target = ClusterTarget(spec["host"], [int(p) for p in spec["ports"]])
     scenario = SCENARIOS[spec["scenario"]]
-    return await scenario(target, spec["params"], int(spec["server_pid"]))
+    params = dict(spec["params"])
+    params["pids"] = [int(pid) for pid in spec.get("pids", [spec["server_pid"]])]
+    if spec.get("kill_pid"):
+        params["kill_pid"] = int(spec["kill_pid"])
+    return await scenario(target, params, int(spec["server_pid"]))
 
 
 def main(argv: list[str] | None = None) -> int:

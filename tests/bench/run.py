@@ -34,6 +34,7 @@ from websockets.version import version as websockets_version
 
 from tests.bench.loadgen import raise_nofile
 from tests.bench.loop import UVLOOP
+from tests.bench.scenarios import SCENARIOS
 from tests.bench.servers import (
     ROOT,
     Server,
@@ -110,6 +111,19 @@ FULL: dict[str, dict[str, Any]] = {
         "warmup_s": 1.0,
         "phased": False,
     },
+    # Scale-out: S2's sessions at a rising rate, all on one node vs spread over two nodes on
+    # Redis (each owning half of them); the best deliveries/s with p99 under the limit.
+    "S2-scale": {
+        "sessions": 200,
+        "observers": 5,
+        "size": 280,
+        "start_rate": 8,
+        "factor": 1.25,
+        "max_steps": 20,
+        "step_s": 3.0,
+        "warmup_s": 1.0,
+        "p99_limit_ms": 250.0,
+    },
     "S4": {
         "observers": 100,
         "preload": 100_000,
@@ -147,6 +161,16 @@ FULL: dict[str, dict[str, Any]] = {
     # A flooder of small requests that never reads, next to a client measuring round trips;
     # the hub's own defaults (request rate, outbox bound).
     "S9": {"sessions": 5, "window_s": 15.0, "interval_s": 0.015, "chunk_requests": 2000},
+    # 1,000 clients of a node that is killed reconnect at once to the two others with their
+    # cursors (``concurrency`` connections opening at a time, as ``open_many`` does).
+    "S10": {
+        "observers": 1000,
+        "rate": 20.0,
+        "size": 280,
+        "warm_s": 2.0,
+        "max_s": 300.0,
+        "concurrency": 100,
+    },
 }
 
 QUICK: dict[str, dict[str, Any]] = {
@@ -162,6 +186,8 @@ QUICK: dict[str, dict[str, Any]] = {
                  "warmup_s": 0.3, "phased": False},
     "S2-nodes": {"sessions": 1, "observers": 10, "rate": 20.0, "seconds": 1.0,
                  "warmup_s": 0.3, "phased": False},
+    "S2-scale": {**FULL["S2-scale"], "sessions": 10, "observers": 3, "start_rate": 20,
+                 "factor": 2.0, "max_steps": 2, "step_s": 1.0, "warmup_s": 0.3},
     "S4": {**FULL["S4"], "observers": 5, "preload": 2000, "window_s": 1.0},
     "S5": {**FULL["S5"], "observers": 5, "behind": 100, "blips": 5},
     "S7": {**FULL["S7"], "observers": 10, "rate": 400.0, "bound": 64 * 1024, "window_s": 1.0,
@@ -171,16 +197,25 @@ QUICK: dict[str, dict[str, Any]] = {
     # A small bound and receive buffer, so that a flooder is closed within the short window.
     "S9": {**FULL["S9"], "sessions": 2, "window_s": 3.0, "flood_rcvbuf": 4096,
            "hub_config": {"outbox_bytes": 64 * 1024}},
+    "S10": {**FULL["S10"], "observers": 50, "warm_s": 0.5, "max_s": 60.0},
 }  # fmt: skip
 
 HUB_ONLY = {"S4", "S5", "S7", "S9"}
 """Scenarios about replay, cursors, the outbox and per-connection limits, which the baseline
 does not have."""
 
-STORES = {"S2-store": ["hub", "hub-sqlite", "hub-redis"], "S2-nodes": ["hub-redis", "hub-2nodes"]}
+STORES = {
+    "S2-store": ["hub", "hub-sqlite", "hub-redis"],
+    "S2-nodes": ["hub-redis", "hub-2nodes"],
+    "S2-scale": ["hub-redis", "hub-spread"],
+    "S10": ["hub-3nodes"],
+}
 """Scenarios run against variants of the hub, not the baseline; the first is the reference:
 ``hub`` (the memory store), ``hub-sqlite``, ``hub-redis`` (one node on Redis), ``hub-2nodes``
-(two nodes on one Redis, the observers split between them)."""
+(two nodes on one Redis, one session's observers split between them, both nodes on the
+server's core), ``hub-spread`` (two nodes on one Redis, each owning half of the sessions, the
+second on its own core when the machine has three or more), ``hub-3nodes`` (three nodes on one
+Redis, all on the server's core; S10 kills one)."""
 
 
 @dataclass
@@ -190,20 +225,31 @@ class Placement:
     server: set[int] | None
     loadgen: set[int] | None
     agent: set[int] | None
+    second: set[int] | None = None
+    """Where S2-scale's second node runs: a core of its own on three or more, else the server's."""
 
     @staticmethod
     def choose(pin: bool) -> Placement:
         cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         if not pin or len(cpus) < 2:
             return Placement(None, None, None)
-        return Placement({cpus[0]}, set(cpus[1:]), set(cpus[1:]))
+        if len(cpus) >= 3:
+            rest = set(cpus[2:])
+            return Placement({cpus[0]}, rest, rest, {cpus[1]})
+        return Placement({cpus[0]}, set(cpus[1:]), set(cpus[1:]), {cpus[0]})
+
+    @property
+    def second_core(self) -> bool:
+        """Whether S2-scale's second node has a core of its own."""
+        return self.second is not None and self.second != self.server
 
     def describe(self) -> str:
         if self.server is None:
             return "not pinned"
         return (
             f"server on CPU {sorted(self.server)}, load generator on {sorted(self.loadgen or [])},"
-            f" bench agent on {sorted(self.agent or [])}"
+            f" bench agent on {sorted(self.agent or [])}, S2-scale's second node on"
+            f" {sorted(self.second or [])}"
         )
 
 
@@ -214,6 +260,10 @@ class Outcome:
     name: str
     params: dict[str, Any]
     runs: list[dict[str, dict[str, Any]]] = field(default_factory=list)
+
+
+NODES = {"hub-redis": 1, "hub-2nodes": 2, "hub-spread": 2, "hub-3nodes": 3}
+"""The hub kinds on Redis, and how many nodes each starts."""
 
 
 def _pin(cpus: set[int] | None) -> Callable[[], None] | None:
@@ -238,7 +288,7 @@ def run_one(
     """One run of scenario ``name`` against a fresh server of ``kind``."""
     log = logs / f"{name}-{kind}-{run}.log"
     server: Server | None = None
-    second: Server | None = None
+    others: list[Server] = []
     redis: RedisServer | None = None
     try:
         if kind == "baseline":
@@ -252,38 +302,48 @@ def run_one(
             extra: list[str] = []
             if kind == "hub-sqlite":
                 extra = ["--store", f"sqlite:///{logs}/{name}-{run}.db"]
-            elif kind in ("hub-redis", "hub-2nodes"):
+            elif kind in NODES:
                 # Redis runs beside the load generator, off the hub's core, as a remote one would.
                 redis = start_redis(logs / f"{name}-redis-{run}", place.loadgen)
                 extra = ["--store", redis.url]
             server = start_hub(log, place.server, place.agent, config=config, extra=extra)
-            if kind == "hub-2nodes":
-                # The second node shares the first one's core: the remote path, not more CPU.
-                second = start_hub(
-                    logs / f"{name}-{kind}-{run}-b.log",
-                    place.server,
-                    place.agent,
-                    config=config,
-                    extra=extra,
+            for n in range(1, NODES.get(kind, 1)):
+                # hub-2nodes and hub-3nodes share the first node's core (the remote path, not
+                # more CPU); hub-spread's second node gets its own core where there is one.
+                cpus = place.second if kind == "hub-spread" else place.server
+                others.append(
+                    start_hub(
+                        logs / f"{name}-{kind}-{run}-{'abc'[n]}.log",
+                        cpus,
+                        place.agent,
+                        config=config,
+                        extra=extra,
+                    )
                 )
     except (ServerFailed, RuntimeError) as exc:
-        if server is not None:
-            server.stop()
+        for started in [server, *others]:
+            if started is not None:
+                started.stop()
         if redis is not None:
             redis.kill()
         return {"error": str(exc)}
     if kind.startswith("hub"):
         params = {**params, "server_log": str(log)}
-    spec = {
-        "scenario": _scenario_key(name),
+    spec: dict[str, Any] = {
+        "scenario": name if name in SCENARIOS else _scenario_key(name),
         "kind": "hub" if kind.startswith("hub") else kind,
         "host": server.host,
         "port": server.port,
         "server_pid": server.pid,
+        "pids": [s.pid for s in (server, *others)],
         "params": params,
     }
-    if second is not None:
-        spec["second_port"] = second.port
+    if kind in ("hub-2nodes", "hub-spread"):
+        spec["second_port"] = others[0].port
+        spec["nodes"] = "spread" if kind == "hub-spread" else "split"
+    if kind == "hub-3nodes":
+        spec["ports"] = [s.port for s in (server, *others)]
+        spec["kill_pid"] = others[-1].pid
     try:
         done = subprocess.run(
             [sys.executable, "-m", "tests.bench.loadgen", json.dumps(spec)],
@@ -294,12 +354,13 @@ def run_one(
             check=False,
         )
         seen = server.placement()
+        if kind == "hub-spread":
+            seen["second"] = others[0].placement()["server"]
     except subprocess.TimeoutExpired:
         return {"error": f"the load generator took more than {budget:.0f} s"}
     finally:
-        server.stop()
-        if second is not None:
-            second.stop()
+        for started in (server, *others):
+            started.stop()
         if redis is not None:
             redis.kill()
     lines = done.stdout.decode(errors="replace").strip().splitlines()
@@ -307,7 +368,7 @@ def run_one(
         return {"error": done.stderr.decode(errors="replace")[-3000:] or "no output"}
     result: dict[str, Any] = json.loads(lines[-1])
     result["placement"] = seen
-    wanted = {"server": place.server, "agent": place.agent}
+    wanted = {"server": place.server, "agent": place.agent, "second": place.second}
     wrong = [
         f"{who} on CPUs {seen[who]}, not {sorted(cpus)}"
         for who, cpus in wanted.items()
@@ -330,7 +391,7 @@ def problems(name: str, result: dict[str, Any]) -> list[str]:
     if result.get("misplaced"):
         out.append(f"misplaced: {result['misplaced']}")
     key = _scenario_key(name)
-    if key != "S1" and c.get("closed"):
+    if key != "S1" and name != "S2-scale" and c.get("closed"):
         out.append(f"closed={c['closed']}")
     zero = [
         "joiner_gaps",
@@ -340,6 +401,8 @@ def problems(name: str, result: dict[str, Any]) -> list[str]:
         "blip_resets",
         "slow_gaps",
         "slow_duplicates",
+        "before_gaps",
+        "before_duplicates",
     ]
     out += [f"{k}={c[k]}" for k in zero if c.get(k)]
     one = [
@@ -350,6 +413,7 @@ def problems(name: str, result: dict[str, Any]) -> list[str]:
         "all_delivered",
         "normal_answered",
         "all_listed",
+        "all_live",
     ]
     out += [f"{k}=0" for k in one if k in c and not c[k]]
     if key == "S5":
@@ -374,7 +438,7 @@ def run_all(
     saturation: list[float] = []
     for name in names:
         params = dict(table[name])
-        if name.startswith("S2") and saturation:
+        if name.startswith("S2") and "rate" in params and saturation:
             # Half the baseline's single-session saturation, spread over every observer.
             total = 0.5 * median(saturation)
             params["rate"] = round(total / (params["sessions"] * params["observers"]), 1)
@@ -426,11 +490,12 @@ def _ratios(outcome: Outcome, figure: str) -> list[float]:
 
 
 def _store_ratios(outcome: Outcome, kind: str, figure: str = "p99_ms") -> list[float]:
-    """``kind``'s figure over the memory store's (``hub``), per run."""
+    """``kind``'s figure over the reference variant's (the first of ``STORES``), per run."""
+    reference = STORES.get(outcome.name, ["hub"])[0]
     out = []
     for run in outcome.runs:
         mine = run.get(kind, {}).get("figures", {}).get(figure)
-        memory = run.get("hub", {}).get("figures", {}).get(figure)
+        memory = run.get(reference, {}).get("figures", {}).get(figure)
         if isinstance(mine, (int, float)) and isinstance(memory, (int, float)) and memory:
             out.append(mine / memory)
     return out
@@ -460,7 +525,7 @@ class Verdict:
 def _verdict(outcome: Outcome) -> Verdict:
     key, o = outcome.name, outcome
     med = median
-    if key.startswith("S1"):
+    if key in ("S1", "S1-2KB"):
         r = _ratios(o, "deliveries_per_s")
         m = med(r) if r else float("nan")
         return Verdict(
@@ -482,6 +547,34 @@ def _verdict(outcome: Outcome) -> Verdict:
             "< 5 ms added",
             "",
             added < 5.0,
+            None,
+        )
+    if key == "S2-scale":
+        r = _store_ratios(o, "hub-spread", "deliveries_per_s")
+        eff = _store_ratios(o, "hub-spread", "cpu_us_per_delivery")
+        cores = all(
+            set(run.get("hub-spread", {}).get("placement", {}).get("second", []))
+            != set(run.get("hub-spread", {}).get("placement", {}).get("server", []))
+            for run in o.runs
+        )
+        m = median(r) if r else float("nan")
+        return Verdict(
+            "deliveries/s, 2 nodes / 1 (server CPU per delivery, 2 nodes / 1)",
+            f"{_fmt(r, 2)}x ({_fmt(eff, 2)}x)"
+            + ("" if cores else "; both nodes on one core (2-CPU machine)"),
+            ">= 1.7x with a core per node",
+            "",
+            (m >= 1.7) if r and cores else None,
+            None,
+        )
+    if key == "S10":
+        v = _values(o, "hub-3nodes", "all_live_s")
+        return Verdict(
+            "seconds from the kill until all clients are live again",
+            _fmt(v),
+            "report",
+            "",
+            None,
             None,
         )
     if key in STORES:
@@ -588,6 +681,8 @@ TITLES = {
     "S7": "S7 slow consumer: one observer stops reading",
     "S8": "S8 idle observers: memory per attached, idle observer",
     "S9": "S9 fairness: a client floods small requests and never reads, another measures",
+    "S2-scale": "Scale-out: S2's sessions at a rising rate, on one node vs spread over two",
+    "S10": "S10 reconnect storm: the clients of a killed node resume on the others",
 }
 
 
@@ -709,6 +804,9 @@ def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) ->
         if o.name in STORES:
             kinds = STORES[o.name]
             head = [k.removeprefix("hub-") if k != "hub" else "memory" for k in kinds]
+            head = [{"redis": "1 node (redis)", "spread": "2 nodes"}.get(h, h) for h in head]
+            if o.name == "S2-nodes":
+                head = ["1 node (redis)", "2 nodes"]
             ratios_head = [f"{h} / {head[0]}" for h in head[1:]]
             lines += [
                 "",
@@ -718,7 +816,7 @@ def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) ->
             for f in figures:
                 cells = [_fmt(_values(o, kind, f)) for kind in STORES[o.name]]
                 ratios = [_fmt(_store_ratios(o, kind, f), 2) for kind in STORES[o.name][1:]]
-                lines.append(f"| {f} | {' | '.join(cells)} | {' | '.join(ratios)} |")
+                lines.append(f"| {f} | {' | '.join(cells + ratios)} |")
         else:
             lines += ["", "| figure | baseline | hub | hub / baseline |", "|---|---|---|---|"]
         for f in figures if o.name not in STORES else []:
@@ -745,27 +843,28 @@ def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) ->
 
 def _details(o: Outcome) -> list[str]:
     out: list[str] = []
-    if o.name.startswith("S1"):
+    if o.name in ("S1", "S1-2KB", "S2-scale"):
         out.append("Rate steps of the first run (rate per session, deliveries/s, p99 ms):")
         out.append("")
-        for kind in ("baseline", "hub"):
+        for kind in STORES.get(o.name, ["baseline", "hub"]):
             steps = o.runs[0].get(kind, {}).get("detail", {}).get("steps", [])
             text = ", ".join(
                 f"{s['rate']:.0f}/s: {s['deliveries_per_s']:.0f} ({s['p99_ms']:.0f} ms"
+                f"{', server CPU ' + format(s['server_cpu'], '.0%') if 'server_cpu' in s else ''}"
                 f"{', closed ' + str(int(s['closed'])) if s['closed'] else ''})"
                 for s in steps
             )
             if steps:
                 cpu = max(s["loadgen_cpu"] for s in steps)
                 out.append(f"- {kind}: {text}; load generator CPU at most {cpu:.0%}")
-    for kind in ("baseline", "hub"):
+    for kind in STORES.get(o.name, ["baseline", "hub"]):
         detail = o.runs[0].get(kind, {}).get("detail", {}) if o.runs else {}
         frame = detail.get("frame_bytes")
         if frame:
             out.append(f"- {kind}: mean frame {frame:.0f} bytes")
         if o.name == "S9" and kind == "hub":
             out += [_flooders(i, run.get("hub", {})) for i, run in enumerate(o.runs, 1)]
-        if o.name in ("S4", "S7", "S8", "S9") and kind in o.runs[0]:
+        if o.name in ("S4", "S7", "S8", "S9", "S10") and kind in o.runs[0]:
             keep = {k: v for k, v in detail.items() if not isinstance(v, list)}
             out.append(f"- {kind} detail (run 1): `{json.dumps(keep, default=str)}`")
     return out

@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import random
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -21,7 +23,7 @@ from typing import Any
 
 from tests.bench.payload import now
 from tests.bench.stats import percentile
-from tests.bench.targets import Session, Target, open_many
+from tests.bench.targets import ClusterTarget, Session, Target, open_many
 from tests.bench.wsclient import Conn, Recorder
 
 __all__ = ["SCENARIOS", "Result"]
@@ -36,6 +38,19 @@ def rss(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """The CPU time (user + system) the processes ``pids`` have used so far, in seconds."""
+    total = 0
+    for pid in pids:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / _TICK
 
 
 def server_socket(server_port: int, client_port: int) -> tuple[str, int] | None:
@@ -133,8 +148,12 @@ async def _window(
     warmup: float,
     size: int,
     phased: bool = False,
+    pids: Sequence[int] = (),
 ) -> dict[str, float]:
     """Stream for ``seconds`` at ``rate``; measure after ``warmup``; wait for the drain.
+
+    With ``pids`` (the servers' processes), the figures also hold the CPU those processes
+    used per second of the window (``server_cpu``; 1.0 is one core busy).
 
     Several sessions start together, a quarter of a second after the call, on the same
     clock in both servers: in step (every session's update ``n`` due in the same instant),
@@ -153,11 +172,13 @@ async def _window(
         starts = [at + (rng.uniform(0.0, 1.0 / rate) if phased else 0.0) for _ in sessions]
     await target.stream(sessions, rate, count, size, starts=starts)
     await asyncio.sleep(warmup)
+    server0 = cpu_seconds(pids)
     cpu0, t0 = time.process_time(), now()
     recorder.start()
     await asyncio.sleep(max(0.1, seconds - warmup))
     samples = recorder.stop()
     t1, cpu1 = now(), time.process_time()
+    server1 = cpu_seconds(pids)
     deliveries = recorder.deliveries
     drained = await _drain(conns, goals, within=max(15.0, 3 * seconds))
     figures = latency_ms(samples)
@@ -169,19 +190,38 @@ async def _window(
         drained=float(drained),
         closed=float(sum(1 for c in conns if c.closed.done())),
     )
+    if pids:
+        figures["server_cpu"] = (server1 - server0) / (t1 - t0)
     return figures
 
 
-async def s1_fanout(target: Target, p: Params, server_pid: int) -> Result:
-    """S1: one session, many observers, rising rate; the best deliveries/s with p99 < limit."""
-    recorder = Recorder()
-    sessions, conns = await _setup(target, recorder, 1, p["observers"])
+async def _ramp(
+    target: Target,
+    recorder: Recorder,
+    sessions: Sequence[Session],
+    conns: Sequence[Conn],
+    p: Params,
+    *,
+    phased: bool = False,
+    pids: Sequence[int] = (),
+) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """Raise the rate by ``factor`` per step until a step misses (p99 over the limit, not
+    drained, a close, or under 90% of the offered deliveries); the steps and the best one."""
     steps: list[dict[str, float]] = []
     best: dict[str, float] | None = None
     rate = float(p["start_rate"])
     for _ in range(p["max_steps"]):
         step = await _window(
-            target, recorder, sessions, conns, rate, p["step_s"], p["warmup_s"], p["size"]
+            target,
+            recorder,
+            sessions,
+            conns,
+            rate,
+            p["step_s"],
+            p["warmup_s"],
+            p["size"],
+            phased,
+            pids,
         )
         steps.append(step)
         ok = step["p99_ms"] < p["p99_limit_ms"] and step["drained"] and not step["closed"]
@@ -191,7 +231,14 @@ async def s1_fanout(target: Target, p: Params, server_pid: int) -> Result:
         if best is None or step["deliveries_per_s"] > best["deliveries_per_s"]:
             best = step
         rate *= p["factor"]
-    best = best or {"deliveries_per_s": 0.0, "p99_ms": float("nan"), "rate": 0.0}
+    return steps, best or {"deliveries_per_s": 0.0, "p99_ms": float("nan"), "rate": 0.0}
+
+
+async def s1_fanout(target: Target, p: Params, server_pid: int) -> Result:
+    """S1: one session, many observers, rising rate; the best deliveries/s with p99 < limit."""
+    recorder = Recorder()
+    sessions, conns = await _setup(target, recorder, 1, p["observers"])
+    steps, best = await _ramp(target, recorder, sessions, conns, p)
     return {
         "figures": {
             "deliveries_per_s": best["deliveries_per_s"],
@@ -226,6 +273,32 @@ async def s2_wide(target: Target, p: Params, server_pid: int) -> Result:
         },
         "correctness": correctness(conns),
         "detail": {"step": step, "frame_bytes": mean_frame(conns)},
+    }
+
+
+async def s2_scale(target: Target, p: Params, server_pid: int) -> Result:
+    """S2-scale: S2's many sessions at a rising rate (each at its own phase); the best
+    deliveries/s with p99 under the limit, and the servers' CPU per delivery at that step.
+
+    Against one node or two (``SpreadHubTarget``: each node owns half of the sessions and
+    serves their observers), the ratio is what a second node adds.
+    """
+    recorder = Recorder()
+    sessions, conns = await _setup(target, recorder, p["sessions"], p["observers"])
+    steps, best = await _ramp(target, recorder, sessions, conns, p, phased=True, pids=p["pids"])
+    cpu = best.get("server_cpu", float("nan"))
+    return {
+        "figures": {
+            "deliveries_per_s": best["deliveries_per_s"],
+            "p99_ms": best["p99_ms"],
+            "rate": best["rate"],
+            "server_cpu": cpu,
+            "cpu_us_per_delivery": cpu / best["deliveries_per_s"] * 1e6
+            if best["deliveries_per_s"]
+            else float("nan"),
+        },
+        "correctness": correctness(conns),
+        "detail": {"steps": steps, "frame_bytes": mean_frame(conns)},
     }
 
 
@@ -374,6 +447,67 @@ async def s5_blip(target: Target, p: Params, server_pid: int) -> Result:
             "blips_live": len(to_live),
         },
         "detail": {"to_live_ms": [x * 1000 for x in to_live]},
+    }
+
+
+async def s10_storm(target: Target, p: Params, server_pid: int) -> Result:
+    """S10 reconnect storm: ``observers`` clients watch a session through node C (which follows
+    node B, the owner, through Redis) while it streams; C is killed (SIGKILL) and every client
+    reconnects at once to A or B with the cursor of the last event it got. Figures: the time
+    from the kill until every client has its resume answered and has a live update again."""
+    if (skipped := _skip(target)) is not None:
+        return skipped
+    if not isinstance(target, ClusterTarget) or len(target.ports) < 3 or "kill_pid" not in p:
+        raise RuntimeError("S10 needs three nodes and the pid of the one to kill")
+    a, b, c = target.ports[:3]
+    recorder = Recorder()
+    session = await target.create(await target.open_on(b, recorder))
+    gate = asyncio.Semaphore(p["concurrency"])
+
+    async def watch_on_c() -> Conn:
+        async with gate:
+            conn = await target.open_on(c, recorder)
+            await target.attach(conn, session)
+            return conn
+
+    firsts = list(await asyncio.gather(*(watch_on_c() for _ in range(p["observers"]))))
+    await target.stream([session], p["rate"], int(p["rate"] * p["max_s"]), p["size"])
+    if not await wait_until(lambda: all(c.marks > 0 for c in firsts), within=60):
+        raise RuntimeError("the observers on node C did not all receive the stream")
+    await asyncio.sleep(p["warm_s"])
+    killed = now()
+    os.kill(p["kill_pid"], signal.SIGKILL)
+    resumed: list[float] = []
+
+    async def reconnect(index: int, old: Conn) -> Conn:
+        await old.closed
+        async with gate:
+            conn = await target.open_on((a, b)[index % 2], recorder)
+        # The new connection continues the old one's checks: no gap, no duplicate.
+        conn.last_seq, conn.last_n = old.last_seq, old.last_n
+        cursor = {"type": "_hub_after", "epoch": session.epoch, "seq": old.last_seq}
+        await target.attach(conn, session, cursor)
+        resumed.append(now() - killed)
+        return conn
+
+    seconds = list(await asyncio.gather(*(reconnect(i, o) for i, o in enumerate(firsts))))
+    live = await wait_until(lambda: all(c.first_live_at is not None for c in seconds), 60)
+    target.cancel(session)
+    lives = [c.first_live_at - killed for c in seconds if c.first_live_at is not None]
+    return {
+        "figures": {
+            "all_live_s": max(lives) if lives else float("nan"),
+            "live_p50_s": percentile(lives, 50),
+            "live_p99_s": percentile(lives, 99),
+            "all_resumed_s": max(resumed),
+        },
+        "correctness": {
+            **correctness(seconds),
+            "before_gaps": sum(c.gaps for c in firsts),
+            "before_duplicates": sum(c.duplicates for c in firsts),
+            "all_live": int(live),
+        },
+        "detail": {"caught_up_updates": sum(c.updates for c in seconds)},
     }
 
 
@@ -611,9 +745,11 @@ SCENARIOS: dict[str, Scenario] = {
     "S1": s1_fanout,
     "S2": s2_wide,
     "S2-phased": s2_wide,
+    "S2-scale": s2_scale,
     "S4": s4_late_join,
     "S5": s5_blip,
     "S7": s7_slow,
     "S8": s8_idle,
     "S9": s9_fairness,
+    "S10": s10_storm,
 }

@@ -17,7 +17,17 @@ from typing import Any, Protocol
 
 from tests.bench.wsclient import Conn, Recorder, connect
 
-__all__ = ["BaselineTarget", "HubTarget", "Session", "Target", "make_target", "open_many"]
+__all__ = [
+    "BaselineTarget",
+    "ClusterTarget",
+    "HubTarget",
+    "Session",
+    "SplitHubTarget",
+    "SpreadHubTarget",
+    "Target",
+    "make_target",
+    "open_many",
+]
 
 
 @dataclass
@@ -42,6 +52,10 @@ class Target(Protocol):
 
     async def open_observer(self, recorder: Recorder) -> Conn:
         """A connected client for a plain observer (the hub: of the configured version)."""
+        ...
+
+    async def open_for(self, session: Session, recorder: Recorder) -> Conn:
+        """A connected client for an observer of ``session`` (where it should attach)."""
         ...
 
     async def create(self, conn: Conn) -> Session:
@@ -102,7 +116,11 @@ class HubTarget:
         self._v1: set[int] = set()
 
     async def open(self, recorder: Recorder, *, rcvbuf: int | None = None) -> Conn:
-        conn = await connect(self.host, self.port, "/acp", recorder, rcvbuf=rcvbuf)
+        return await self.open_on(self.port, recorder, rcvbuf=rcvbuf)
+
+    async def open_on(self, port: int, recorder: Recorder, *, rcvbuf: int | None = None) -> Conn:
+        """A v2 client of the node listening on ``port``, initialized."""
+        conn = await connect(self.host, port, "/acp", recorder, rcvbuf=rcvbuf)
         await conn.request(
             "initialize",
             {
@@ -128,6 +146,9 @@ class HubTarget:
         self._v1.add(id(conn))
         conn.strict_seq = False
         return conn
+
+    async def open_for(self, session: Session, recorder: Recorder) -> Conn:
+        return await self.open_observer(recorder)
 
     async def create(self, conn: Conn) -> Session:
         result = await conn.request(
@@ -191,17 +212,35 @@ class SplitHubTarget(HubTarget):
 
     async def open_observer(self, recorder: Recorder) -> Conn:
         self._next += 1
-        port = self.port if self._next % 2 else self.second_port
-        conn = await connect(self.host, port, "/acp", recorder)
-        await conn.request(
-            "initialize",
-            {
-                "protocolVersion": 2,
-                "info": {"name": "acp-hub-bench", "version": "0.1.0"},
-                "capabilities": {},
-            },
-        )
-        return conn
+        return await self.open_on(self.port if self._next % 2 else self.second_port, recorder)
+
+
+class SpreadHubTarget(HubTarget):
+    """Two hub nodes sharing one Redis, each serving half of the sessions: sessions are
+    created alternately on the first and the second node, and every observer attaches on the
+    node that created its session (which owns it and runs its agent). Scale-out: no session
+    crosses nodes."""
+
+    def __init__(self, host: str, port: int, second_port: int) -> None:
+        super().__init__(host, port)
+        self.second_port = second_port
+        self._next = 0
+
+    async def open_observer(self, recorder: Recorder) -> Conn:
+        self._next += 1
+        return await self.open_on(self.port if self._next % 2 else self.second_port, recorder)
+
+    async def open_for(self, session: Session, recorder: Recorder) -> Conn:
+        return await self.open_on(session.creator.port, recorder)
+
+
+class ClusterTarget(HubTarget):
+    """Several hub nodes sharing one Redis, addressed by index (``ports[i]``); sessions are
+    created through ``open_on`` on whichever node the scenario chooses."""
+
+    def __init__(self, host: str, ports: Sequence[int]) -> None:
+        super().__init__(host, ports[0])
+        self.ports = list(ports)
 
 
 class BaselineTarget:
@@ -217,6 +256,9 @@ class BaselineTarget:
         return await connect(self.host, self.port, "/", recorder, rcvbuf=rcvbuf)
 
     async def open_observer(self, recorder: Recorder) -> Conn:
+        return await self.open(recorder)
+
+    async def open_for(self, session: Session, recorder: Recorder) -> Conn:
         return await self.open(recorder)
 
     async def create(self, conn: Conn) -> Session:
@@ -277,7 +319,7 @@ async def open_many(
 
     async def one(session: Session) -> Conn:
         async with gate:
-            conn = await target.open_observer(recorder)
+            conn = await target.open_for(session, recorder)
             await target.attach(conn, session)
             return conn
 
