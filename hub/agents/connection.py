@@ -293,7 +293,13 @@ class Connection:
         if isinstance(entry, jsonrpc.Invalid):
             kind = "unparseable line" if entry.error.code == PARSE_ERROR else "invalid message"
             logger.warning("! agent %s: %s (%s): %r", self.name, kind, entry.error.data, line[:200])
-            self._reply_soon(jsonrpc.error(entry.id, entry.error))
+            pending = self._outgoing.resolve(entry.id) if entry.answers else None
+            if pending is not None:
+                # A broken answer to one of our requests: that request fails now, instead of
+                # waiting for an answer that will not come (JSON-RPC answers no answer).
+                self._finish(pending, None, entry.error)
+            else:
+                self._reply_soon(jsonrpc.error(entry.id, entry.error))
         elif isinstance(entry, jsonrpc.Response | jsonrpc.ErrorResponse):
             self._on_answer(entry)
         elif isinstance(entry, jsonrpc.Notification):

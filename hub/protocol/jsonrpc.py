@@ -124,11 +124,15 @@ class ErrorResponse:
 class Invalid:
     """Input that must be answered with ``error`` instead of being processed.
 
-    ``id`` is the offending entry's id when it had a valid one, else ``None``.
+    ``id`` is the offending entry's id when it had a valid one, else ``None``. ``answers``
+    is true when the entry has no method and a non-null id: a broken answer to the request
+    ``id`` of the side that reads it, which that side should end as failed rather than leave
+    waiting.
     """
 
     id: RequestId
     error: RpcError
+    answers: bool = False
 
 
 Message: TypeAlias = Request | Notification | Response | ErrorResponse
@@ -259,8 +263,9 @@ def classify(obj: Any) -> Entry:
     msg_id = obj.get("id")
     if has_id and not is_request_id(msg_id):
         return Invalid(None, invalid_request("id must be a string, an integer or null"))
+    answers = msg_id is not None and "method" not in obj
     if obj.get("jsonrpc") != "2.0":
-        return Invalid(msg_id, invalid_request('jsonrpc must be "2.0"'))
+        return Invalid(msg_id, invalid_request('jsonrpc must be "2.0"'), answers)
 
     if "method" in obj:
         method = obj["method"]
@@ -279,7 +284,9 @@ def classify(obj: Any) -> Entry:
     has_error = "error" in obj
     if has_result == has_error:
         return Invalid(
-            msg_id, invalid_request("a message needs a method, or exactly one of result and error")
+            msg_id,
+            invalid_request("a message needs a method, or exactly one of result and error"),
+            answers,
         )
     if not has_id:
         return Invalid(None, invalid_request("a response must carry an id"))

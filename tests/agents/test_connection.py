@@ -279,3 +279,39 @@ async def test_messages_nested_past_the_limit_are_refused_on_arrival(tmp_path: P
         assert f"nested more than {DEFAULT_MAX_DEPTH} levels" in str(refused.value.error.data)
     assert [method for method, _ in notes] == ["_vendor/edge"]
     assert len(served) == 1  # the request at the limit, not the one past it
+
+
+BROKEN_ANSWER_AGENT = r"""
+import json, sys
+for raw in sys.stdin:
+    sys.stderr.write("got " + raw.strip() + "\n"); sys.stderr.flush()
+    msg = json.loads(raw)
+    if msg.get("method") == "initialize":
+        out = {"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": 2}}
+    elif msg.get("method") == "session/list":
+        out = {"jsonrpc": "2.0", "id": msg["id"]}  # neither result nor error
+    elif msg.get("method") == "session/new":
+        out = {"id": msg["id"], "result": {"sessionId": "s"}}  # no "jsonrpc"
+    else:
+        continue
+    sys.stdout.write(json.dumps(out) + "\n"); sys.stdout.flush()
+"""
+
+
+async def test_a_broken_answer_fails_its_request_at_once(tmp_path: Path) -> None:
+    # An answer with a valid id but no result or error (or no "jsonrpc") ends the request
+    # it names as failed, with -32600, instead of leaving it waiting for the deadline.
+    script = tmp_path / "broken_answer_agent.py"
+    script.write_text(BROKEN_ANSWER_AGENT)
+    spec = AgentSpec("broken", sys.executable, (str(script),))
+    async with connected(spec) as (_process, conn):
+        await conn.request("initialize", {"protocolVersion": 2})
+        with anyio.fail_after(10):
+            with pytest.raises(AgentError) as neither:
+                await conn.request("session/list", {})
+            with pytest.raises(AgentError) as unversioned:
+                await conn.request("session/new", {"cwd": "/", "mcpServers": []})
+        assert neither.value.error.code == -32600
+        assert "exactly one of result and error" in str(neither.value.error.data)
+        assert unversioned.value.error.code == -32600
+        assert conn.pending == 0

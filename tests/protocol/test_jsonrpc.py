@@ -164,6 +164,27 @@ def test_invalid_envelopes(obj: dict[str, Any], expected_id: object, reason: str
     assert classify(obj) == entry
 
 
+def test_broken_answers_name_the_request_they_answer() -> None:
+    # No method and a non-null id: a broken answer, which the reader ends as failed.
+    for obj in (
+        {"jsonrpc": "2.0", "id": 7},
+        {"jsonrpc": "2.0", "id": 7, "result": 1, "error": {"code": 1, "message": "x"}},
+        {"id": 7, "result": {}},
+    ):
+        entry = classify(obj)
+        assert isinstance(entry, Invalid), obj
+        assert entry.answers, obj
+        assert entry.id == 7
+    for obj in (
+        {"jsonrpc": "1.0", "id": 7, "method": "m"},  # a call: answered, not an answer
+        {"jsonrpc": "2.0", "result": 1},  # no id: nothing to end
+        {"jsonrpc": "2.0", "id": None},
+    ):
+        entry = classify(obj)
+        assert isinstance(entry, Invalid), obj
+        assert not entry.answers, obj
+
+
 def test_classify_of_non_object() -> None:
     assert classify([1]) == Invalid(
         None, errors.invalid_request("a JSON-RPC message must be an object")
