@@ -51,6 +51,7 @@ import anyio.abc
 import orjson
 
 from hub.agents.errors import AgentError, agent_unavailable
+from hub.mistakes import MistakeLog
 from hub.protocol import jsonrpc
 from hub.protocol.errors import (
     PARSE_ERROR,
@@ -142,6 +143,9 @@ class Connection:
         self._incoming: dict[bytes, anyio.CancelScope] = {}
         self._closed: RpcError | None = None
         self.debug = logger.isEnabledFor(logging.DEBUG)
+        # The agent's protocol faults: one line each, rate-limited (a lying agent must not
+        # flood the log).
+        self.fault = MistakeLog(logger, f"agent {name}", level=logging.WARNING)
 
     @property
     def closed(self) -> bool:
@@ -282,7 +286,7 @@ class Connection:
 
     def _dispatch_line(self, line: bytes | LineTooLong) -> None:
         if isinstance(line, LineTooLong):
-            logger.warning("! agent %s: %s; line dropped", self.name, line)
+            self.fault("%s; line dropped", line)
             self._reply_soon(jsonrpc.error(None, parse_error(str(line))))
             return
         if self.debug:
@@ -292,7 +296,7 @@ class Connection:
             entry = jsonrpc.Invalid(None, parse_error("unexpected batch"))
         if isinstance(entry, jsonrpc.Invalid):
             kind = "unparseable line" if entry.error.code == PARSE_ERROR else "invalid message"
-            logger.warning("! agent %s: %s (%s): %r", self.name, kind, entry.error.data, line[:200])
+            self.fault("%s (%s): %r", kind, entry.error.data, line[:200])
             pending = self._outgoing.resolve(entry.id) if entry.answers else None
             if pending is not None:
                 # A broken answer to one of our requests: that request fails now, instead of
@@ -311,9 +315,7 @@ class Connection:
         pending = self._outgoing.resolve(entry.id)
         if pending is None:
             if isinstance(entry, jsonrpc.ErrorResponse) and entry.id is None:
-                logger.warning(
-                    "! agent %s: error without an id: %s", self.name, entry.error.to_dict()
-                )
+                self.fault("error without an id: %s", entry.error.to_dict())
             else:
                 logger.info("= agent %s: ignored an answer to id %r", self.name, entry.id)
             return
@@ -325,7 +327,7 @@ class Connection:
     def _on_notification_entry(self, entry: jsonrpc.Notification) -> None:
         params = entry.params if isinstance(entry.params, dict) else {}
         if entry.params is not None and not isinstance(entry.params, dict):
-            logger.warning("! agent %s: %s with non-object params dropped", self.name, entry.method)
+            self.fault("%s with non-object params dropped", entry.method)
             return
         if entry.method == CANCEL_REQUEST:
             key = orjson.dumps(params.get("requestId"))

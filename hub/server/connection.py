@@ -48,6 +48,7 @@ import anyio.lowlevel
 
 from hub.access.gate import Gate
 from hub.access.principal import Principal
+from hub.mistakes import MistakeLog
 from hub.protocol import jsonrpc
 from hub.protocol.config_options import config_options_v2_to_v1, modes_from_config_options
 from hub.protocol.errors import (
@@ -72,7 +73,6 @@ from hub.protocol.idmap import IdMap
 from hub.protocol.jsonrpc import RequestId
 from hub.server import watch
 from hub.server.methods import ASYNC_METHODS, SYNC_METHODS, AsyncHandler, SyncHandler
-from hub.server.mistakes import MistakeLog
 from hub.server.outbox import Outbox
 from hub.server.ratelimit import TokenBucket
 from hub.server.transport import FrameWriter

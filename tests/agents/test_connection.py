@@ -17,6 +17,7 @@ from hub.agents.connection import BATCH_LINES, Connection, DispatchBatch
 from hub.agents.errors import AgentError, agent_unavailable
 from hub.agents.process import AgentProcess
 from hub.agents.spec import AgentSpec
+from hub.mistakes import BURST
 from hub.protocol.errors import METHOD_NOT_FOUND, REQUEST_CANCELLED, method_not_found
 from hub.protocol.jsonrpc import DEFAULT_MAX_DEPTH
 from tests.agents.harness import SCRIPTED_AGENT
@@ -219,6 +220,40 @@ async def test_garbage_gets_parse_error_with_null_id(tmp_path: Path) -> None:
         await wait_stderr(process, '"id":7,"error":{"code":-32600')
         # The array is refused too: batches are a v2 feature, and stdio frames are single.
         await wait_stderr(process, '"id":null,"error":{"code":-32600', count=1)
+
+
+class _Notes(list[tuple[str, dict[str, Any]]]):
+    """The notifications seen, with an event set by the first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrived = anyio.Event()
+
+    def append(self, item: tuple[str, dict[str, Any]]) -> None:
+        super().append(item)
+        self.arrived.set()
+
+
+async def test_an_agent_that_floods_garbage_does_not_flood_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Every garbage line is refused, but the log gets the burst of lines and then one line
+    # that says how many were left out, not one line per garbage line.
+    script = tmp_path / "echo_agent.py"
+    script.write_text(ECHO_AGENT)
+    lines = tmp_path / "lines.txt"
+    done = '{"jsonrpc": "2.0", "method": "_vendor/done"}\n'
+    lines.write_text("".join(f"garbage {i}\n" for i in range(500)) + done)
+    spec = AgentSpec("echo", sys.executable, (str(script), str(lines)))
+    caplog.set_level(logging.INFO, logger="hub.agents")
+    notes = _Notes()
+    async with connected(spec, notifications=notes) as (_process, conn):
+        await conn.request("initialize", {"protocolVersion": 2})
+        with anyio.fail_after(10):
+            await notes.arrived.wait()  # lines are dispatched in order: the garbage came first
+        faults = [r for r in caplog.records if "unparseable line" in r.getMessage()]
+        assert 0 < len(faults) <= BURST + 1
+        assert all(r.levelno == logging.WARNING for r in faults)
 
 
 async def test_requests_fail_once_closed(tmp_path: Path) -> None:

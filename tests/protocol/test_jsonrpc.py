@@ -166,20 +166,22 @@ def test_invalid_envelopes(obj: dict[str, Any], expected_id: object, reason: str
 
 def test_broken_answers_name_the_request_they_answer() -> None:
     # No method and a non-null id: a broken answer, which the reader ends as failed.
-    for obj in (
+    answers: list[dict[str, Any]] = [
         {"jsonrpc": "2.0", "id": 7},
         {"jsonrpc": "2.0", "id": 7, "result": 1, "error": {"code": 1, "message": "x"}},
         {"id": 7, "result": {}},
-    ):
+    ]
+    others: list[dict[str, Any]] = [
+        {"jsonrpc": "1.0", "id": 7, "method": "m"},  # a call: answered, not an answer
+        {"jsonrpc": "2.0", "result": 1},  # no id: nothing to end
+        {"jsonrpc": "2.0", "id": None},
+    ]
+    for obj in answers:
         entry = classify(obj)
         assert isinstance(entry, Invalid), obj
         assert entry.answers, obj
         assert entry.id == 7
-    for obj in (
-        {"jsonrpc": "1.0", "id": 7, "method": "m"},  # a call: answered, not an answer
-        {"jsonrpc": "2.0", "result": 1},  # no id: nothing to end
-        {"jsonrpc": "2.0", "id": None},
-    ):
+    for obj in others:
         entry = classify(obj)
         assert isinstance(entry, Invalid), obj
         assert not entry.answers, obj

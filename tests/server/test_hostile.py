@@ -16,8 +16,8 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from hub.mistakes import BURST
 from hub.server.methods import ASYNC_METHODS, SYNC_METHODS
-from hub.server.mistakes import BURST
 from hub.settings import Settings
 from tests.server.harness import (
     AcpClient,

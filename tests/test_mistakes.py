@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from hub.server.mistakes import MistakeLog
+from hub.mistakes import MistakeLog
 
 
 def test_a_burst_then_one_line_per_interval_saying_how_many_were_left_out(

@@ -1,8 +1,8 @@
-"""``MistakeLog``: one concise log line per client mistake, rate-limited per connection.
+"""``MistakeLog``: one concise log line per peer mistake, rate-limited per connection.
 
-A client that sends malformed or refused messages is the client's problem, not the hub's: each
-mistake is worth one line at ``INFO`` (never a traceback; a traceback in the log means a bug of
-the hub), and a client that makes thousands of them must not flood the log. Each connection has
+A client (or an agent) that sends malformed or refused messages is the peer's problem, not the
+hub's: each mistake is worth one line (never a traceback; a traceback in the log means a bug of
+the hub), and a peer that makes thousands of them must not flood the log. Each connection has
 a token bucket: ``burst`` lines at once, then one every ``interval`` seconds; the next line
 that gets through says how many were left out in between.
 """
@@ -31,8 +31,10 @@ class MistakeLog:
         burst: int = BURST,
         interval: float = INTERVAL,
         clock: Callable[[], float] = time.monotonic,
+        level: int = logging.INFO,
     ) -> None:
         self._logger = logger
+        self._level = level
         self._name = name
         self._burst = burst
         self._interval = interval
@@ -47,8 +49,8 @@ class MistakeLog:
         return self._suppressed
 
     def __call__(self, message: str, *args: Any) -> bool:
-        """Log ``"! <name>: " + message % args`` at ``INFO`` unless over the rate; return
-        whether it was logged."""
+        """Log ``"! <name>: " + message % args`` (at ``INFO`` unless another ``level`` was
+        given) unless over the rate; return whether it was logged."""
         now = self._clock()
         self._tokens = min(float(self._burst), self._tokens + (now - self._last) / self._interval)
         self._last = now
@@ -60,5 +62,5 @@ class MistakeLog:
             message += " (%d similar lines left out)"
             args = (*args, self._suppressed)
             self._suppressed = 0
-        self._logger.info("! %s: " + message, self._name, *args)
+        self._logger.log(self._level, "! %s: " + message, self._name, *args)
         return True
