@@ -17,12 +17,24 @@ from typing import Any
 
 import pytest
 
-from tests.bench.run import HUB_ONLY, QUICK, STORES, problems
+from hub.settings import Settings
+from tests.bench.run import FULL, HUB_CONFIG, HUB_ONLY, QUICK, STORES, problems
 from tests.support import ROOT
 
-pytestmark = pytest.mark.slow
+
+def test_the_bench_hub_admits_every_full_scenario() -> None:
+    # Every bench client is the one principal `local`: the per-principal caps must admit the
+    # full scenarios' sessions and connections (the quick ones are far smaller).
+    settings = Settings(**HUB_CONFIG)
+    sessions = max(p.get("sessions", 1) for p in FULL.values())
+    connections = max(p.get("sessions", 1) * p.get("observers", 1) for p in FULL.values())
+    assert settings.max_sessions_per_principal >= sessions
+    assert settings.max_sessions >= sessions
+    assert settings.max_connections_per_principal > connections
+    assert settings.max_connections > connections
 
 
+@pytest.mark.slow
 def test_quick_bench_runs_every_scenario_correctly(tmp_path: Path) -> None:
     raw = tmp_path / "bench.json"
     done = subprocess.run(
@@ -70,6 +82,7 @@ def test_quick_bench_runs_every_scenario_correctly(tmp_path: Path) -> None:
     assert done.returncode == 0, log
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     len(os.sched_getaffinity(0)) < 2 if hasattr(os, "sched_getaffinity") else True,
     reason="placement needs at least two CPUs and sched_setaffinity",

@@ -262,6 +262,16 @@ class Outcome:
     runs: list[dict[str, dict[str, Any]]] = field(default_factory=list)
 
 
+HUB_CONFIG: dict[str, Any] = {
+    "max_sessions_per_principal": 1000,
+    "max_connections_per_principal": 10_000,
+    "max_connections": 10_000,
+}
+"""Settings every bench hub runs with (a scenario's ``hub_config`` adds to them). Without
+credentials every client is the one principal ``local``, so the per-principal caps (100
+sessions, 2,048 connections) would refuse S2's 200 sessions and S8's 5,000 observers; the
+other limits keep their defaults."""
+
 NODES = {"hub-redis": 1, "hub-2nodes": 2, "hub-spread": 2, "hub-3nodes": 3}
 """The hub kinds on Redis, and how many nodes each starts."""
 
@@ -294,11 +304,10 @@ def run_one(
         if kind == "baseline":
             server = start_baseline(log, place.server)
         else:
-            config = None
-            if params.get("hub_config"):
-                config = logs / f"{name}-hub.toml"
-                table = "".join(f"{k} = {v!r}\n" for k, v in params["hub_config"].items())
-                config.write_text("[hub]\n" + table)
+            config = logs / f"{name}-hub.toml"
+            settings = {**HUB_CONFIG, **params.get("hub_config", {})}
+            table = "".join(f"{k} = {v!r}\n" for k, v in settings.items())
+            config.write_text("[hub]\n" + table)
             extra: list[str] = []
             if kind == "hub-sqlite":
                 extra = ["--store", f"sqlite:///{logs}/{name}-{run}.db"]
@@ -766,6 +775,10 @@ def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) ->
         "- **Correctness, every run**: per observer, seqs rise by exactly one (or restart after",
         "  an explicit `_hub_reset`), and so does the agent's own numbering; duplicates, gaps,",
         "  resets and unexpected closes are counted. The exit status fails on any of them.",
+        "- **Limits**: every hub runs with its default limits but the per-principal caps on",
+        "  sessions and connections (and the total of connections), raised to 1,000 sessions and",
+        "  10,000 connections: without credentials every bench client is the one principal",
+        "  `local` (`HUB_CONFIG` in `tests/bench/run.py`).",
         "- **Placement**: the server on one core, the load generator and the bench agent on the",
         "  other (`os.sched_setaffinity`; the agent pins itself, `agent.py --cpus`); open-file",
         "  limits raised with `resource.setrlimit`.",
