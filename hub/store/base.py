@@ -211,6 +211,63 @@ class Store(Protocol):
         """The node that owns ``session_id`` now, if any."""
         ...
 
+    # -- share links and the audit trail (``hub.store.links``, ``hub.store.audit``) -----------
+
+    async def links(self) -> list[dict[str, Any]]:
+        """Every stored share link, as a record (the fields of ``hub.access.links.ShareLink``);
+        links expired more than ``LINK_KEEP`` seconds ago are dropped."""
+        ...
+
+    async def link(self, link_id: str) -> dict[str, Any] | None:
+        """The stored record of one share link."""
+        ...
+
+    async def add_link(self, record: dict[str, Any]) -> None:
+        """Store a new share link (a link already stored is left as it is)."""
+        ...
+
+    async def revoke_link(self, link_id: str, at: float, by: str) -> dict[str, Any] | None:
+        """Mark a link revoked (the first revocation stays); the record as stored after, or
+        ``None`` when the link is unknown."""
+        ...
+
+    async def use_link(self, link_id: str) -> tuple[str, dict[str, Any] | None]:
+        """Count one admission by a link unless it is revoked or used up, atomically (across
+        every node sharing the store): ``("ok", record)`` counted, ``("revoked", record)``,
+        ``("used_up", record)`` not counted, ``("unknown", None)``."""
+        ...
+
+    async def append_audit(self, entries: list[dict[str, Any]], keep: int) -> None:
+        """Append audit entries, keeping the newest ``keep`` (about, on Redis)."""
+        ...
+
+    async def read_audit(self, before: str | None, limit: int) -> list[tuple[str, dict[str, Any]]]:
+        """Up to ``limit`` audit entries older than the entry ``before`` (``None``: the newest),
+        newest first, each with its id; ``ValueError`` when ``before`` is not an entry id."""
+        ...
+
+
+LINK_KEEP = 7 * 86400.0
+"""Seconds a share link's record is kept after the link expired (a later use is told it
+expired; then the record goes)."""
+
+
+def link_status(record: dict[str, Any]) -> str:
+    """``"revoked"``, ``"used_up"`` or ``"ok"``: whether a stored link may admit once more."""
+    if record.get("revoked_at") is not None:
+        return "revoked"
+    max_uses = record.get("max_uses")
+    if max_uses is not None and int(record.get("uses") or 0) >= int(max_uses):
+        return "used_up"
+    return "ok"
+
+
+def audit_number(entry_id: str) -> int:
+    """The number an audit entry id of the memory and SQLite stores is; ``ValueError``."""
+    if not (entry_id.isascii() and entry_id.isdigit() and len(entry_id) <= 18):
+        raise ValueError("not an audit entry id")
+    return int(entry_id)
+
 
 class SoleOwner:
     """Ownership in a store no other node shares: this node owns every session it holds.
@@ -261,5 +318,28 @@ class SharedStore(Store, Protocol):
         """This node's inbox after entry ``after``, waiting up to ``block`` s."""
         ...
 
+    async def link_mark(self) -> tuple[str, int | None]:
+        """Where the stream of share-link changes is now: the id to read after, and the
+        number of the last change (``None`` before the first)."""
+        ...
 
-__all__ = ["Restored", "SessionRecord", "SharedStore", "Snapshot", "Store", "StoreError"]
+    async def link_changes(
+        self, after: str, block: float
+    ) -> tuple[str, list[tuple[int, dict[str, Any]]]]:
+        """The share-link changes after entry ``after``, waiting up to ``block`` s: each with
+        its number (one more than the previous change's; a jump means some were trimmed) and
+        the link's record as the change left it; the entry id to read after next time."""
+        ...
+
+
+__all__ = [
+    "LINK_KEEP",
+    "Restored",
+    "SessionRecord",
+    "SharedStore",
+    "Snapshot",
+    "Store",
+    "StoreError",
+    "audit_number",
+    "link_status",
+]

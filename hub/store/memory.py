@@ -7,11 +7,20 @@ session a new epoch, so old cursors get a ``_hub_reset``, never a wrong continua
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from hub.store.base import Restored, SessionRecord, Snapshot, SoleOwner
+from hub.store.base import (
+    LINK_KEEP,
+    Restored,
+    SessionRecord,
+    Snapshot,
+    SoleOwner,
+    audit_number,
+    link_status,
+)
 from hub.store.log import EventLog, Row
 
 
@@ -29,6 +38,9 @@ class MemoryStore(SoleOwner):
         self._records: dict[str, SessionRecord] = {}
         self._logs: dict[str, EventLog] = {}
         self._snapshots: dict[str, tuple[EventLog, Snapshot]] = {}
+        self._links: dict[str, dict[str, Any]] = {}
+        self._audit: list[tuple[int, dict[str, Any]]] = []
+        self._audit_ids = 0
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[MemoryStore]:
@@ -85,6 +97,50 @@ class MemoryStore(SoleOwner):
         self, session_id: str, *, max_events: int, max_bytes: int
     ) -> Restored | None:
         return None
+
+    # -- share links and the audit trail -------------------------------------------------------
+    # The hub keeps a memory store's links in ``links.json`` (``hub.access.links``); these
+    # exist for the store contract, and the audit trail for ``_hub/audit/list``.
+
+    async def links(self) -> list[dict[str, Any]]:
+        horizon = time.time() - LINK_KEEP
+        self._links = {k: v for k, v in self._links.items() if v["expires_at"] >= horizon}
+        return [dict(v) for v in self._links.values()]
+
+    async def link(self, link_id: str) -> dict[str, Any] | None:
+        record = self._links.get(link_id)
+        return None if record is None else dict(record)
+
+    async def add_link(self, record: dict[str, Any]) -> None:
+        self._links.setdefault(record["link_id"], dict(record))
+
+    async def revoke_link(self, link_id: str, at: float, by: str) -> dict[str, Any] | None:
+        record = self._links.get(link_id)
+        if record is None:
+            return None
+        if record.get("revoked_at") is None:
+            record.update(revoked_at=at, revoked_by=by)
+        return dict(record)
+
+    async def use_link(self, link_id: str) -> tuple[str, dict[str, Any] | None]:
+        record = self._links.get(link_id)
+        if record is None:
+            return "unknown", None
+        status = link_status(record)
+        if status == "ok":
+            record["uses"] = int(record.get("uses") or 0) + 1
+        return status, dict(record)
+
+    async def append_audit(self, entries: list[dict[str, Any]], keep: int) -> None:
+        for entry in entries:
+            self._audit_ids += 1
+            self._audit.append((self._audit_ids, entry))
+        del self._audit[: max(0, len(self._audit) - keep)]
+
+    async def read_audit(self, before: str | None, limit: int) -> list[tuple[str, dict[str, Any]]]:
+        bound = self._audit_ids + 1 if before is None else audit_number(before)
+        older = [(str(n), entry) for n, entry in reversed(self._audit) if n < bound]
+        return older[:limit]
 
 
 __all__ = ["MemoryStore"]

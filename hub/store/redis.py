@@ -9,7 +9,15 @@ Keys (``PREFIX`` is ``acp-hub``; the braces put a session's keys in one cluster 
   snapshot;
 * ``acp-hub:{SID}:meta`` — a hash: ``epoch``, ``lineage`` (JSON), ``writer``, ``clean``,
   ``last_seq``;
-* ``acp-hub:{SID}:snap`` — the latest snapshot (JSON ``{seq, epoch, updates}``).
+* ``acp-hub:{SID}:snap`` — the latest snapshot (JSON ``{seq, epoch, updates}``);
+* ``acp-hub:{links}:link:ID`` — a hash per share link: ``r`` (its record as created, JSON),
+  ``max`` (its ``maxUses``, empty for none), ``uses``, and once revoked ``rat``/``rby``;
+  it expires ``LINK_KEEP`` after the link; ``acp-hub:{links}:ids`` — a set of the link ids;
+* ``acp-hub:{links}:changes`` — a stream with one entry per change of a link (created,
+  revoked, used): its number ``n`` (from the counter ``acp-hub:{links}:n``) and the hash as
+  the change left it; every node reads it to keep its copy of the links;
+* ``acp-hub:audit`` — a stream, one entry per audit record (field ``e``, JSON), trimmed to
+  about ``audit_retained`` entries.
 
 Each session's share of a write-behind batch is one Lua script call (``WRITE``): it checks that
 this node is still the log's writer and that the first seq follows the stored last seq, then
@@ -23,13 +31,14 @@ server's own (``appendonly yes``; ``docs/deployment.md``).
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
-from hub.store.base import SessionRecord, Snapshot, StoreError
+from hub.store.base import LINK_KEEP, SessionRecord, Snapshot, StoreError
 from hub.store.codec import pack_v1, unpack_row
 from hub.store.durable import DurableStore, Item, LogMeta, WrittenLog, lineage_of
 from hub.store.log import Row
@@ -102,6 +111,89 @@ end
 return 1
 """
 
+LINKS = f"{PREFIX}:{{links}}"
+"""The share links' keys (one cluster slot: their scripts touch several)."""
+AUDIT = f"{PREFIX}:audit"
+LINK_CHANGES = 10_000
+"""Entries kept in the stream of link changes (a node that fell further behind reloads)."""
+AUDIT_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
+
+# KEYS: the link's hash, the changes stream, the change counter, the id set;
+# ARGV: the link id, the changes stream's length, then what each script says.
+CHANGED = """
+local function changed()
+  local n = redis.call('INCR', KEYS[3])
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'n', n, 'id', ARGV[1],
+             unpack(redis.call('HGETALL', KEYS[1])))
+end
+"""
+
+ADD_LINK = (
+    CHANGED
+    + """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'r', ARGV[3], 'max', ARGV[4], 'uses', ARGV[6])
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'rat', ARGV[7], 'rby', ARGV[8]) end
+redis.call('PEXPIREAT', KEYS[1], ARGV[5])
+redis.call('SADD', KEYS[4], ARGV[1])
+changed()
+return 1
+"""
+)
+
+REVOKE_LINK = (
+    CHANGED
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+if redis.call('HEXISTS', KEYS[1], 'rat') == 0 then
+  redis.call('HSET', KEYS[1], 'rat', ARGV[3], 'rby', ARGV[4])
+  changed()
+end
+return redis.call('HGETALL', KEYS[1])
+"""
+)
+
+USE_LINK = (
+    CHANGED
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'unknown'} end
+local status = 'ok'
+local max = redis.call('HGET', KEYS[1], 'max')
+if redis.call('HEXISTS', KEYS[1], 'rat') == 1 then
+  status = 'revoked'
+elseif max and max ~= '' and tonumber(redis.call('HGET', KEYS[1], 'uses')) >= tonumber(max) then
+  status = 'used_up'
+else
+  redis.call('HINCRBY', KEYS[1], 'uses', 1)
+  changed()
+end
+local out = {status}
+for _, v in ipairs(redis.call('HGETALL', KEYS[1])) do out[#out + 1] = v end
+return out
+"""
+)
+
+
+def _link_keys(link_id: str) -> list[str]:
+    return [f"{LINKS}:link:{link_id}", f"{LINKS}:changes", f"{LINKS}:n", f"{LINKS}:ids"]
+
+
+def _fields(flat: list[Any]) -> dict[bytes, bytes]:
+    """A hash answered as a flat list (a script's ``HGETALL``) as a dict."""
+    return {flat[i]: flat[i + 1] for i in range(0, len(flat) - 1, 2)}
+
+
+def _link_record(fields: dict[bytes, bytes]) -> dict[str, Any]:
+    """A stored link's hash as its record."""
+    record: dict[str, Any] = orjson.loads(fields[b"r"])
+    revoked_at = fields.get(b"rat")
+    record.update(
+        uses=int(fields.get(b"uses") or 0),
+        revoked_at=float(revoked_at) if revoked_at else None,
+        revoked_by=_text(fields.get(b"rby")) if revoked_at else None,
+    )
+    return record
+
 
 def _key(session_id: str, part: str) -> str:
     return f"{PREFIX}:{{{session_id}}}:{part}"
@@ -141,6 +233,7 @@ class RedisStore(DurableStore):
         self._claim_script: Any = None
         self._renew_script: Any = None
         self._release_script: Any = None
+        self._link_scripts: dict[str, Any] = {}
 
     @property
     def redis(self) -> aioredis.Redis:
@@ -163,6 +256,10 @@ class RedisStore(DurableStore):
         self._claim_script = client.register_script(CLAIM)
         self._renew_script = client.register_script(RENEW)
         self._release_script = client.register_script(RELEASE)
+        self._link_scripts = {
+            name: client.register_script(script)
+            for name, script in (("add", ADD_LINK), ("revoke", REVOKE_LINK), ("use", USE_LINK))
+        }
 
     async def _disconnect(self) -> None:
         client, self._redis = self._redis, None
@@ -398,6 +495,97 @@ class RedisStore(DurableStore):
                 if isinstance(message, dict):
                     messages.append(message)
         return last, messages
+
+    # -- share links and the audit trail -------------------------------------------------------
+    # Every change of a link is one script call: the hash and the change stream's entry are
+    # written together, so a node reading the stream never misses a change it can see.
+
+    async def _link_script(self, name: str, link_id: str, *args: Any) -> Any:
+        return await self._link_scripts[name](
+            keys=_link_keys(link_id), args=[link_id, LINK_CHANGES, *args]
+        )
+
+    async def links(self) -> list[dict[str, Any]]:
+        ids: list[Any] = sorted(await self.redis.smembers(f"{LINKS}:ids"))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for link_id in ids:
+                pipe.hgetall(f"{LINKS}:link:{link_id.decode()}")
+            found = await pipe.execute()
+        gone = [link_id for link_id, fields in zip(ids, found, strict=True) if not fields]
+        if gone:  # expired (``LINK_KEEP`` after the link did)
+            await self.redis.srem(f"{LINKS}:ids", *gone)
+        return [_link_record(fields) for fields in found if fields]
+
+    async def link(self, link_id: str) -> dict[str, Any] | None:
+        fields: Any = await self.redis.hgetall(f"{LINKS}:link:{link_id}")
+        return _link_record(fields) if fields else None
+
+    async def add_link(self, record: dict[str, Any]) -> None:
+        created = {k: v for k, v in record.items() if k not in ("uses", "revoked_at", "revoked_by")}
+        revoked_at = record.get("revoked_at")
+        await self._link_script(
+            "add",
+            record["link_id"],
+            orjson.dumps(created),
+            "" if record.get("max_uses") is None else int(record["max_uses"]),
+            int((float(record["expires_at"]) + LINK_KEEP) * 1000),
+            int(record.get("uses") or 0),
+            "" if revoked_at is None else repr(float(revoked_at)),
+            record.get("revoked_by") or "",
+        )
+
+    async def revoke_link(self, link_id: str, at: float, by: str) -> dict[str, Any] | None:
+        flat = await self._link_script("revoke", link_id, repr(float(at)), by)
+        return None if not flat else _link_record(_fields(flat))
+
+    async def use_link(self, link_id: str) -> tuple[str, dict[str, Any] | None]:
+        answer = await self._link_script("use", link_id)
+        status = answer[0].decode() if isinstance(answer[0], bytes) else str(answer[0])
+        return status, _link_record(_fields(answer[1:])) if len(answer) > 1 else None
+
+    async def link_mark(self) -> tuple[str, int | None]:
+        """Where the stream of link changes is now (see ``SharedStore.link_mark``)."""
+        last: Any = await self.redis.xrevrange(f"{LINKS}:changes", count=1)
+        if not last:
+            return "0-0", None
+        entry_id, fields = last[0]
+        return _text(entry_id) or "0-0", int(fields[b"n"])
+
+    async def link_changes(
+        self, after: str, block: float
+    ) -> tuple[str, list[tuple[int, dict[str, Any]]]]:
+        """The link changes after entry ``after`` (see ``SharedStore.link_changes``)."""
+        answer: Any = await self.redis.xread(
+            {f"{LINKS}:changes": after}, count=CHUNK, block=max(1, int(block * 1000))
+        )
+        changes: list[tuple[int, dict[str, Any]]] = []
+        last = after
+        for _, entries in answer or []:
+            for entry_id, fields in entries:
+                last = _text(entry_id) or last
+                try:
+                    changes.append((int(fields[b"n"]), _link_record(fields)))
+                except (KeyError, ValueError, orjson.JSONDecodeError):
+                    log.warning("! redis store: a malformed link change, skipped")
+        return last, changes
+
+    async def append_audit(self, entries: list[dict[str, Any]], keep: int) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for entry in entries:
+                pipe.xadd(
+                    AUDIT, {"e": orjson.dumps(entry, default=str)}, maxlen=keep, approximate=True
+                )
+            await pipe.execute()
+
+    async def read_audit(self, before: str | None, limit: int) -> list[tuple[str, dict[str, Any]]]:
+        if before is not None and not AUDIT_ID.fullmatch(before):
+            raise ValueError("not an audit entry id")
+        top = "+" if before is None else f"({before}"
+        try:
+            entries: Any = await self.redis.xrevrange(AUDIT, max=top, min="-", count=limit)
+        except ResponseError:  # an id past what a stream id holds, or before the first
+            raise ValueError("not an audit entry id") from None
+        return [(_text(entry_id) or "", orjson.loads(fields[b"e"])) for entry_id, fields in entries]
 
 
 __all__ = ["RedisStore"]

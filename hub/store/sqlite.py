@@ -15,13 +15,21 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import orjson
 
-from hub.store.base import SessionRecord, Snapshot, StoreError
+from hub.store.base import (
+    LINK_KEEP,
+    SessionRecord,
+    Snapshot,
+    StoreError,
+    audit_number,
+    link_status,
+)
 from hub.store.codec import pack_v1, unpack_row
 from hub.store.durable import DurableStore, Item, LogMeta, WrittenLog, lineage_of
 from hub.store.log import Row
@@ -36,6 +44,10 @@ CREATE TABLE IF NOT EXISTS events (
     v2 BLOB NOT NULL, v1 BLOB NOT NULL, PRIMARY KEY (session, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS snapshots (
     session TEXT PRIMARY KEY, seq INTEGER NOT NULL, epoch INTEGER NOT NULL, updates BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS links (
+    id TEXT PRIMARY KEY, record BLOB NOT NULL, expires_at REAL NOT NULL, max_uses INTEGER,
+    uses INTEGER NOT NULL DEFAULT 0, revoked_at REAL, revoked_by TEXT);
+CREATE TABLE IF NOT EXISTS audit (id INTEGER PRIMARY KEY AUTOINCREMENT, entry BLOB NOT NULL);
 """
 
 SYNCHRONOUS = ("off", "normal", "full", "extra")
@@ -211,6 +223,107 @@ class SqliteStore(DurableStore):
         except (ValueError, TypeError, orjson.JSONDecodeError) as exc:
             raise StoreError(f"session {session_id}: the stored log is damaged: {exc}") from None
         return SessionRecord.from_json(orjson.loads(record[0])), log_meta, snapshot, events
+
+    # -- share links and the audit trail -------------------------------------------------------
+    # Each call is its own transaction, committed before it returns: a revocation or a counted
+    # use survives the process (``synchronous`` says whether it survives the machine).
+
+    async def links(self) -> list[dict[str, Any]]:
+        def read(db: sqlite3.Connection) -> list[Any]:
+            with _transaction(db):
+                db.execute("DELETE FROM links WHERE expires_at < ?", (time.time() - LINK_KEEP,))
+                return db.execute(f"SELECT {_LINK} FROM links ORDER BY rowid").fetchall()
+
+        return [_link_record(row) for row in await self._run(read)]
+
+    async def link(self, link_id: str) -> dict[str, Any] | None:
+        def read(db: sqlite3.Connection) -> Any:
+            return db.execute(f"SELECT {_LINK} FROM links WHERE id = ?", (link_id,)).fetchone()
+
+        row = await self._run(read)
+        return None if row is None else _link_record(row)
+
+    async def add_link(self, record: dict[str, Any]) -> None:
+        def add(db: sqlite3.Connection) -> None:
+            with _transaction(db):
+                db.execute(
+                    "INSERT INTO links (id, record, expires_at, max_uses, uses, revoked_at, "
+                    "revoked_by) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                    (
+                        record["link_id"],
+                        orjson.dumps(record),
+                        float(record["expires_at"]),
+                        record.get("max_uses"),
+                        int(record.get("uses") or 0),
+                        record.get("revoked_at"),
+                        record.get("revoked_by"),
+                    ),
+                )
+
+        await self._run(add)
+
+    async def revoke_link(self, link_id: str, at: float, by: str) -> dict[str, Any] | None:
+        def revoke(db: sqlite3.Connection) -> Any:
+            with _transaction(db):
+                db.execute(
+                    "UPDATE links SET revoked_at = ?, revoked_by = ? "
+                    "WHERE id = ? AND revoked_at IS NULL",
+                    (at, by, link_id),
+                )
+                return db.execute(f"SELECT {_LINK} FROM links WHERE id = ?", (link_id,)).fetchone()
+
+        row = await self._run(revoke)
+        return None if row is None else _link_record(row)
+
+    async def use_link(self, link_id: str) -> tuple[str, dict[str, Any] | None]:
+        def use(db: sqlite3.Connection) -> tuple[str, Any]:
+            with _transaction(db):
+                row = db.execute(f"SELECT {_LINK} FROM links WHERE id = ?", (link_id,)).fetchone()
+                if row is None:
+                    return "unknown", None
+                status = link_status(_link_record(row))
+                if status == "ok":
+                    db.execute("UPDATE links SET uses = uses + 1 WHERE id = ?", (link_id,))
+                    row = db.execute(
+                        f"SELECT {_LINK} FROM links WHERE id = ?", (link_id,)
+                    ).fetchone()
+                return status, row
+
+        status, row = await self._run(use)
+        return status, None if row is None else _link_record(row)
+
+    async def append_audit(self, entries: list[dict[str, Any]], keep: int) -> None:
+        def append(db: sqlite3.Connection) -> None:
+            with _transaction(db):
+                db.executemany(
+                    "INSERT INTO audit (entry) VALUES (?)",
+                    [(orjson.dumps(entry, default=str),) for entry in entries],
+                )
+                db.execute("DELETE FROM audit WHERE id <= (SELECT max(id) FROM audit) - ?", (keep,))
+
+        await self._run(append)
+
+    async def read_audit(self, before: str | None, limit: int) -> list[tuple[str, dict[str, Any]]]:
+        bound = None if before is None else audit_number(before)
+
+        def read(db: sqlite3.Connection) -> list[Any]:
+            if bound is None:
+                sql = "SELECT id, entry FROM audit ORDER BY id DESC LIMIT ?"
+                return db.execute(sql, (limit,)).fetchall()
+            sql = "SELECT id, entry FROM audit WHERE id < ? ORDER BY id DESC LIMIT ?"
+            return db.execute(sql, (bound, limit)).fetchall()
+
+        return [(str(row[0]), orjson.loads(row[1])) for row in await self._run(read)]
+
+
+_LINK = "record, uses, revoked_at, revoked_by"
+
+
+def _link_record(row: Any) -> dict[str, Any]:
+    """A stored link: its record as created, with the changing columns."""
+    record: dict[str, Any] = orjson.loads(row[0])
+    record.update(uses=int(row[1]), revoked_at=row[2], revoked_by=row[3])
+    return record
 
 
 class _transaction:
