@@ -73,7 +73,11 @@ class Settings:
     public_url: str = ""
     """The hub's address as users reach it (share links); empty: from the request."""
     audit_log: str = ""
-    """The JSON-lines audit trail; empty: ``audit.jsonl`` in the state directory; ``off``."""
+    """The JSON-lines audit trail; empty: ``audit.jsonl`` in the state directory; ``off``: no
+    audit trail at all (neither the file nor the store's copy)."""
+    audit_retained: int = 100_000
+    """Audit entries the store keeps for ``_hub/audit/list`` (the oldest go first; about as
+    many on Redis); the JSON-lines file is never trimmed."""
     access_log: bool = False
     """uvicorn's per-request access log (tokens are redacted from it as from every line)."""
 
@@ -266,6 +270,7 @@ class Settings:
             "max_line_bytes",
             "snapshot_events",
             "node_lease",
+            "audit_retained",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")

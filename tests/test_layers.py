@@ -139,6 +139,23 @@ def test_the_bridge_uses_only_the_protocol_layer() -> None:
     assert found == {}
 
 
+def test_access_imports_nothing_of_the_store() -> None:
+    """``hub.access`` and ``hub.store`` share a layer; the store keeps share links and the audit
+    trail in access's records (``hub.store.links``, ``hub.store.audit``), never the reverse:
+    access decides without I/O, and a store is wired into the gate from above."""
+    found = {
+        module_name(path): sorted(
+            i for i in imports_of(path, module_name(path)) if i.startswith("hub.store")
+        )
+        for path in sorted((HUB / "access").glob("*.py"))
+    }
+    assert {m: v for m, v in found.items() if v} == {}
+    assert any(
+        i.startswith("hub.access")
+        for i in imports_of(HUB / "store" / "links.py", "hub.store.links")
+    )
+
+
 def test_the_check_catches_an_upward_import_and_a_server_library(tmp_path: Path) -> None:
     bad = tmp_path / "probe.py"
     bad.write_text(

@@ -2,9 +2,9 @@
 
 Records share links created and revoked, policy changes, sessions created and closed and
 every permission decision, each with the time (``ts``, ISO 8601 UTC), the ``event`` name and
-the acting principal. ``AuditSink`` is the interface (the durable store can replace the
-file); ``JsonlAuditLog`` appends to a 0600 file with ``O_APPEND``, so concurrent writers and
-crashes never interleave or rewrite earlier lines.
+the acting principal. ``AuditSink`` is the interface; ``JsonlAuditLog`` appends to a 0600 file
+with ``O_APPEND``, so concurrent writers and crashes never interleave or rewrite earlier lines.
+The hub also keeps every entry in its store, for reading back (``hub.store.audit``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@
 authority (the hub's key and the external issuers), the share-link store, the audit sink,
 the served host names. ``check_host`` answers "may this ``Host`` be served at all";
 ``admit`` answers "who is this ``/acp`` client, and may it connect from this origin", raising
-a ``Refusal`` (with the HTTP status to answer before the upgrade) otherwise.
+a ``Refusal`` (with the HTTP status to answer before the upgrade) otherwise. A share link's
+admission is counted by the link store, which may ask a store shared by several nodes: that is
+why ``admit`` is a coroutine (everything else is decided on the spot).
 
 With ``auth = "none"`` (loopback only, enforced by the settings) every client is the
 ``local`` principal with the ``default_role``, and no key is loaded.
@@ -29,7 +31,7 @@ from hub.access.hosts import (
 )
 from hub.access.issuers import parse_issuers
 from hub.access.keys import load_hub_key, state_dir, write_private
-from hub.access.links import FileLinkStore, LinkStore, MemoryLinkStore, ShareLink
+from hub.access.links import FileLinkStore, LinkStore, MemoryLinkStore, ShareLink, refusal_of
 from hub.access.principal import Principal, Refusal
 from hub.access.tokens import TokenAuthority
 from hub.settings import Role, Settings
@@ -66,13 +68,22 @@ class Gate:
         self.state_dir = state
         self.allowed_hosts = effective_allowed_hosts(settings.host, settings.allowed_hosts)
         self.on_revoke: list[Callable[[str], int]] = []
-        """Called with a link id once it is revoked; each returns how many live connections
-        it closed (the server closes those the link admitted)."""
+        """Called with a link id once it is revoked, here or on another node (``link_revoked``);
+        each returns how many live connections it closed (the server closes those the link
+        admitted)."""
 
     @classmethod
-    def from_settings(cls, settings: Settings, environ: Mapping[str, str] = os.environ) -> Gate:
+    def from_settings(
+        cls,
+        settings: Settings,
+        environ: Mapping[str, str] = os.environ,
+        *,
+        links: LinkStore | None = None,
+    ) -> Gate:
         """Build the gate; raises ``ValueError`` (with a message for the user) when the key,
-        an issuer or the share-link file cannot be used."""
+        an issuer or the share-link file cannot be used. ``links``: where share links live
+        (a hub on a durable store keeps them there); by default ``links.json`` in the state
+        directory."""
         state = state_dir(settings, environ)
         audit: AuditSink
         if settings.audit_log == "off":
@@ -100,7 +111,8 @@ class Gate:
             leeway=settings.token_leeway,
             issuers=issuers,
         )
-        links = FileLinkStore(state / "links.json")
+        if links is None:
+            links = FileLinkStore(state / "links.json")
         return cls(settings, authority=authority, links=links, audit=audit, state=state)
 
     @property
@@ -116,19 +128,36 @@ class Gate:
 
     def authenticate(self, token: str | None) -> Principal:
         """The principal ``token`` proves (share links: still known, not revoked, not used
-        up), or a ``Refusal``. With auth off: the local principal, whatever the token."""
+        up, as this node's copy of the links says), or a ``Refusal``. With auth off: the local
+        principal, whatever the token."""
+        principal = self._verified(token)
+        if principal.link_id is not None:
+            refusal = refusal_of(self.links.get(principal.link_id))
+            if refusal is not None:
+                raise refusal
+        return principal
+
+    async def verify(self, token: str | None, *, counted: bool = False) -> Principal:
+        """``authenticate``, except that a share link this node does not know yet (minted on
+        another node a moment ago) is first looked up in the link store. ``counted``: the
+        request belongs to a connection whose use of the link was counted already (a later
+        request of a Streamable HTTP connection), which a link used up since still admits."""
+        principal = self._verified(token)
+        if principal.link_id is not None:
+            link = self.links.get(principal.link_id)
+            if link is None:
+                link = await self.links.fetch(principal.link_id)
+            refusal = refusal_of(link)
+            if refusal is not None and not (counted and refusal.code == "used_up"):
+                raise refusal
+        return principal
+
+    def _verified(self, token: str | None) -> Principal:
         if self.authority is None:
             return self.local_principal()
         if token is None:
             raise Refusal("missing", "this hub needs a credential (a token)")
-        principal = self.authority.verify(token)
-        if principal.link_id is not None:
-            link = self.links.get(principal.link_id)
-            if link is None or link.revoked:
-                raise Refusal("revoked", "this link was revoked")
-            if link.used_up():
-                raise Refusal("used_up", "this link has been used as many times as allowed")
-        return principal
+        return self.authority.verify(token)
 
     def local_principal(self) -> Principal:
         return Principal(
@@ -140,7 +169,7 @@ class Gate:
             issuer="none",
         )
 
-    def admit(
+    async def admit(
         self,
         *,
         host: str | None,
@@ -152,7 +181,9 @@ class Gate:
     ) -> Admission:
         """Decide an ``/acp`` upgrade or request (see the module docstring). A share link's
         use is counted (``count_use``: a new connection, not each request of one) only once
-        everything else has passed."""
+        everything else has passed, by the link store, which refuses it (``used_up``,
+        ``revoked``) as it counts. Without ``count_use`` a used-up link is not refused: the
+        caller counts the use of a new connection itself (``LinkStore.use``)."""
         self.check_host(host)
         embed_origin = False
         if origin is not None:
@@ -165,7 +196,7 @@ class Gate:
                     raise Refusal("origin", "pages of that origin may not connect", 403)
                 embed_origin = True
         carried = carried_tokens(authorization, offered_subprotocols(subprotocols), query_string)
-        principal, source = self._first_valid(carried.tokens)
+        principal, source = await self._first_valid(carried.tokens, counted=not count_use)
         if embed_origin and not (
             self.enabled and origin is not None and origin_matches(origin, principal.origins)
         ):
@@ -173,16 +204,18 @@ class Gate:
                 "origin", "an embedding page needs an embed token that names its origin", 403
             )
         if count_use and principal.link_id is not None:
-            self.links.record_use(principal.link_id)
+            await self.links.use(principal.link_id)
         return Admission(principal, carried.subprotocol, source)
 
-    def _first_valid(self, tokens: tuple[tuple[str, str], ...]) -> tuple[Principal, str | None]:
+    async def _first_valid(
+        self, tokens: tuple[tuple[str, str], ...], *, counted: bool
+    ) -> tuple[Principal, str | None]:
         if not tokens:
-            return self.authenticate(None), None
+            return await self.verify(None), None
         first: Refusal | None = None
         for token, source in tokens:
             try:
-                return self.authenticate(token), source
+                return await self.verify(token, counted=counted), source
             except Refusal as refusal:
                 first = first or refusal
         assert first is not None
@@ -258,11 +291,23 @@ class Gate:
         )
         return link, token
 
-    def revoke_link(self, link_id: str, *, by: str) -> int:
-        """Revoke ``link_id`` (recorded, idempotent) and close every live connection it
-        admitted; returns how many were closed."""
+    async def revoke_link(self, link_id: str, *, by: str) -> int:
+        """Revoke ``link_id`` (recorded, idempotent), close every live connection it admitted
+        here at once, and return how many were closed once the revocation is durable (other
+        nodes close theirs when they learn of it: ``link_revoked``)."""
+        known = self.links.get(link_id)
         link = self.links.revoke(link_id, by)
         if link is None:
             return 0
-        self.audit.record("share_revoked", principal=by, linkId=link_id, sessionId=link.session_id)
+        if known is not None and not known.revoked:
+            self.audit.record(
+                "share_revoked", principal=by, linkId=link_id, sessionId=link.session_id
+            )
+        closed = self.link_revoked(link_id)
+        await self.links.flush()
+        return closed
+
+    def link_revoked(self, link_id: str) -> int:
+        """Tell every ``on_revoke`` listener that ``link_id`` is revoked; how many
+        connections they closed."""
         return sum(listener(link_id) for listener in self.on_revoke)

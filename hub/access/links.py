@@ -2,9 +2,11 @@
 
 A link is a hub token whose ``lnk`` claim (and ``jti``) is the link's id; the record here is
 what makes it revocable: a token whose link is unknown or revoked is refused, whatever its
-signature says. ``LinkStore`` is the interface; ``FileLinkStore`` keeps the records in one
+signature says. ``LinkStore`` is the interface. ``FileLinkStore`` keeps the records in one
 JSON file (``links.json`` next to the hub's key, mode 0600, replaced atomically on every
-change), so links and revocations survive a restart. The token itself is never stored.
+change), so links and revocations survive a restart of a hub on the memory store; a hub on a
+durable store keeps them there (``hub.store.links.StoredLinks``), shared by its nodes. The
+token itself is never stored.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hub.access.keys import write_private
+from hub.access.principal import Refusal
 
 log = logging.getLogger("hub.access")
 
@@ -66,8 +69,10 @@ class ShareLink:
 
 
 class LinkStore(Protocol):
-    """Where share links live. Every method is synchronous and cheap (called on the event
-    loop); a store that needs the network answers from a local copy."""
+    """Where share links live. Reads and changes are synchronous and cheap (called on the
+    event loop): a store that needs the network answers from a local copy and writes its
+    changes behind, and ``flush`` waits for them. Counting a use is asynchronous: where
+    several nodes share the links, the count is kept (and checked) where they all see it."""
 
     def add(self, link: ShareLink) -> None: ...
 
@@ -79,13 +84,34 @@ class LinkStore(Protocol):
         """Mark the link revoked (idempotent); ``None`` when it is unknown."""
         ...
 
-    def record_use(self, link_id: str) -> ShareLink | None:
-        """Count one admission; ``None`` when the link is unknown."""
+    async def use(self, link_id: str) -> ShareLink:
+        """Count one admission and return the link as counted; ``Refusal`` (``revoked``,
+        ``used_up``; ``unavailable`` when the count cannot be kept) instead when the link
+        may not admit anyone, checked and counted atomically."""
+        ...
+
+    async def fetch(self, link_id: str) -> ShareLink | None:
+        """The link as the store holds it now (one minted on another node a moment ago)."""
+        ...
+
+    async def flush(self) -> None:
+        """Return once every change made before the call is durable (and seen by every
+        node that shares the links)."""
         ...
 
 
+def refusal_of(link: ShareLink | None) -> Refusal | None:
+    """Why ``link`` (``None``: unknown) may not admit anyone, or ``None`` when it may."""
+    if link is None or link.revoked:
+        return Refusal("revoked", "this link was revoked")
+    if link.used_up():
+        return Refusal("used_up", "this link has been used as many times as allowed")
+    return None
+
+
 class MemoryLinkStore:
-    """A ``LinkStore`` that forgets everything at exit (``auth = "none"``, tests)."""
+    """A ``LinkStore`` that forgets everything at exit (``auth = "none"``, tests). Its
+    ``use`` checks and counts without waiting, so no two admissions interleave."""
 
     def __init__(self) -> None:
         self.links: dict[str, ShareLink] = {}
@@ -112,15 +138,23 @@ class MemoryLinkStore:
         self._changed()
         return link
 
-    def record_use(self, link_id: str) -> ShareLink | None:
+    async def use(self, link_id: str) -> ShareLink:
         link = self.links.get(link_id)
-        if link is None:
-            return None
+        refusal = refusal_of(link)
+        if refusal is not None:
+            raise refusal
+        assert link is not None
         link = replace(link, uses=link.uses + 1)
         self.links[link_id] = link
         if link.max_uses is not None:
             self._changed()  # only a bounded link's count must survive a restart
         return link
+
+    async def fetch(self, link_id: str) -> ShareLink | None:
+        return self.links.get(link_id)
+
+    async def flush(self) -> None:
+        """Nothing to wait for: every change is written before the call that made it ends."""
 
     def _changed(self) -> None:
         pass

@@ -65,6 +65,7 @@ UNSUPPORTED = -32048  # the agent does not support this operation
 STALE_ANSWER = -32049  # an answer to a request that is already resolved or withdrawn
 LIMIT_REACHED = -32050  # a configured limit (sessions, session state) is reached
 NOT_OWNER = -32051  # another hub node owns the session and did not answer (or it is not forwarded)
+STORE_UNAVAILABLE = -32052  # the store did not take a change (a share link) in time
 
 
 class ProtocolError(Exception):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from importlib.resources.abc import Traversable
 from typing import Any
 
@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from hub import __version__
+from hub.access.audit import NullAudit
 from hub.access.gate import Admission, Gate
 from hub.access.principal import Principal, Refusal
 from hub.agents.agent import RestartPolicy
@@ -50,6 +51,8 @@ from hub.server.web import web_routes
 from hub.sessions.registry import SessionRegistry
 from hub.settings import Settings
 from hub.store import Store, open_store
+from hub.store.audit import StoredAudit
+from hub.store.links import StoredLinks
 
 log = logging.getLogger("hub.server")
 
@@ -122,7 +125,21 @@ class HubApp:
         self.settings = settings
         self.agents = dict(agents)
         self.default_agent = default_agent or (next(iter(agents)) if agents else None)
-        self.gate = gate or Gate.from_settings(settings)
+        self.store: Store = open_store(settings.store, node=settings.node_name)
+        # Share links live in a durable store (shared by the nodes on Redis), else in
+        # links.json; the audit trail goes to the store as well as to its file.
+        durable_links = (
+            StoredLinks(self.store) if self.store.durable and settings.auth == "token" else None
+        )
+        self.gate = gate or Gate.from_settings(settings, links=durable_links)
+        self.stored_links = self.gate.links if isinstance(self.gate.links, StoredLinks) else None
+        if self.stored_links is not None:
+            self.stored_links.on_revoked = self.gate.link_revoked
+        self.audit: StoredAudit | None = None
+        """The audit trail as the store keeps it (``None``: ``audit_log = "off"``)."""
+        if not isinstance(self.gate.audit, NullAudit):
+            self.audit = StoredAudit(self.store, keep=settings.audit_retained, also=self.gate.audit)
+            self.gate.audit = self.audit
         self.connections: set[ClientConnection] = set()
         self.principals: dict[ClientConnection, Principal] = {}
         """The principal that admitted each open connection (WebSocket and HTTP)."""
@@ -137,7 +154,6 @@ class HubApp:
         """The places in ``caps`` of the open Streamable HTTP connections."""
         self.supervisor: Supervisor | None = None
         self.registry: SessionRegistry | None = None
-        self.store: Store = open_store(settings.store, node=settings.node_name)
         self.metrics = HubMetrics(self)
         self.http = StreamableHttp(self)
         self._http_tasks: anyio.abc.TaskGroup | None = None
@@ -146,6 +162,7 @@ class HubApp:
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         async with (
             self.store.running(),
+            self._access(),
             Supervisor(
                 self.agents,
                 self.default_agent,
@@ -179,6 +196,16 @@ class HubApp:
                     http_tasks.cancel_scope.cancel()
             self.supervisor = None
 
+    @asynccontextmanager
+    async def _access(self) -> AsyncIterator[None]:
+        """Run the share links and the audit trail kept in the store (inside its block)."""
+        async with AsyncExitStack() as stack:
+            if self.stored_links is not None:
+                await stack.enter_async_context(self.stored_links.running())
+            if self.audit is not None:
+                await stack.enter_async_context(self.audit.running())
+            yield
+
     def close_connections(self, code: int, reason: str) -> None:
         """Close every client connection with ``code``."""
         for conn in list(self.connections):
@@ -192,7 +219,7 @@ class HubApp:
             await websocket.close(code=GOING_AWAY)
             return
         try:
-            admission = self.admit(scope)
+            admission = await self.admit(scope)
             ticket = self.caps.admit(client_address(scope), admission.principal.sub)
         except Refusal as refusal:
             # One line, without the credential: the reason and who asked.
@@ -305,10 +332,10 @@ class HubApp:
         if ticket is not None:
             ticket.release()
 
-    def admit(self, scope: Scope, *, new_connection: bool = True) -> Admission:
+    async def admit(self, scope: Scope, *, new_connection: bool = True) -> Admission:
         """``Gate.admit`` for a request's ``Host``, ``Origin`` and credential (``Refusal``);
         ``new_connection``: it opens a connection (a share link's use is counted)."""
-        return self.gate.admit(
+        return await self.gate.admit(
             count_use=new_connection,
             host=_header(scope, b"host"),
             origin=_header(scope, b"origin"),
@@ -325,7 +352,7 @@ class HubApp:
         authorization = request.headers.get("authorization") or ""
         scheme, _, token = authorization.partition(" ")
         try:
-            principal = self.gate.authenticate(
+            principal = await self.gate.verify(
                 token.strip() if scheme.lower() == "bearer" and token.strip() else None
             )
         except Refusal as refusal:

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import orjson
 
 from hub import __version__
@@ -30,6 +31,7 @@ from hub.protocol.errors import (
     FORBIDDEN,
     INVALID_PARAMS,
     LIMIT_REACHED,
+    STORE_UNAVAILABLE,
     InvalidParams,
     VersionError,
     forbidden,
@@ -45,6 +47,7 @@ from hub.sessions import arbiter, workspace
 from hub.sessions.errors import SessionFailure
 from hub.sessions.session import Replay
 from hub.settings import ROLES, Role
+from hub.store.audit import StoredAudit
 
 if TYPE_CHECKING:
     from hub.agents.agent import Agent
@@ -434,6 +437,8 @@ def _hub_set_policy(conn: ClientConnection, params: dict[str, Any]) -> Result:
 # -- share links ---------------------------------------------------------------------------------
 
 MAX_LINK_SECONDS = 30 * 86400.0
+STORE_WAIT = 10.0
+"""Seconds ``_hub/share/create`` and ``_hub/share/revoke`` wait for the store."""
 
 
 def _gate(conn: ClientConnection) -> Gate:
@@ -443,9 +448,21 @@ def _gate(conn: ClientConnection) -> Gate:
     return gate
 
 
-def _hub_share_create(conn: ClientConnection, params: dict[str, Any]) -> Result:
+async def _stored(gate: Gate, what: str) -> None:
+    """Wait until the link store holds every change made so far (``STORE_WAIT`` at most)."""
+    try:
+        with anyio.fail_after(STORE_WAIT):
+            await gate.links.flush()
+    except TimeoutError:
+        raise SessionFailure(
+            hub_error(STORE_UNAVAILABLE, f"the store did not take {what} in time; try again")
+        ) from None
+
+
+async def _hub_share_create(conn: ClientConnection, params: dict[str, Any]) -> Result:
     """``{sessionId, role, expiresIn, maxUses?, label?}`` -> ``{linkId, url, token,
-    expiresAt, ...}``: a link to one session with at most the caller's role there."""
+    expiresAt, ...}``: a link to one session with at most the caller's role there, answered
+    once the link is stored (every node then admits it)."""
     gate = _gate(conn)
     session = conn.registry.get(params.get("sessionId"))
     role = params.get("role", "viewer")
@@ -477,6 +494,7 @@ def _hub_share_create(conn: ClientConnection, params: dict[str, Any]) -> Result:
         label=label.strip(),
         max_uses=max_uses,
     )
+    await _stored(gate, "the new link")
     base = conn.settings.public_url.rstrip("/") or conn.base_url or ""
     return {
         **link.public(),
@@ -491,8 +509,9 @@ def _hub_share_list(conn: ClientConnection, params: dict[str, Any]) -> Result:
     return {"links": [link.public() for link in gate.links.for_session(session.id)]}
 
 
-def _hub_share_revoke(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    """Revoke a link: every connection it admitted closes with 1008 at once."""
+async def _hub_share_revoke(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    """Revoke a link: every connection it admitted here closes with 1008 at once, on other
+    nodes as soon as they read the change; answered once the revocation is stored."""
     gate = _gate(conn)
     link_id = _string(params, "linkId", "linkId is required")
     link = gate.links.get(link_id)
@@ -503,8 +522,56 @@ def _hub_share_revoke(conn: ClientConnection, params: dict[str, Any]) -> Result:
         session_role = conn.role_for({"sessionId": session.id})
         if not arbiter.allows(session_role, "owner"):
             raise SessionFailure(forbidden("owner", session_role, "_hub/share/revoke"))
-    revoked = gate.revoke_link(link_id, by=conn.principal)
-    return {"linkId": link_id, "revoked": True, "closed": revoked}
+    try:
+        with anyio.fail_after(STORE_WAIT):
+            closed = await gate.revoke_link(link_id, by=conn.principal)
+    except TimeoutError:
+        raise SessionFailure(
+            hub_error(
+                STORE_UNAVAILABLE,
+                "the link is revoked on this node, but the store did not take the revocation "
+                "in time (it is retried); try again",
+            )
+        ) from None
+    return {"linkId": link_id, "revoked": True, "closed": closed}
+
+
+# -- the audit trail -----------------------------------------------------------------------------
+
+AUDIT_PAGE = 100
+AUDIT_PAGE_MAX = 500
+
+
+async def _hub_audit_list(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    """``{before?, limit?}`` -> ``{entries, next}``: the audit trail as the store keeps it,
+    newest first, for an owner of the whole hub only (a credential for every session: not a
+    share link, not a token scoped to some sessions)."""
+    if conn.access.sessions is not None or conn.access.link_id is not None:
+        raise SessionFailure(
+            hub_error(
+                FORBIDDEN,
+                "the audit trail is for owners of the whole hub (a credential for every session)",
+                {"needed": "owner"},
+            )
+        )
+    gate = conn.gate
+    audit = gate.audit if gate is not None and isinstance(gate.audit, StoredAudit) else None
+    before = params.get("before")
+    if before is not None and (not isinstance(before, str) or not 0 < len(before) <= 64):
+        raise SessionFailure(invalid_params("before must be the next cursor of an earlier page"))
+    limit = params.get("limit", AUDIT_PAGE)
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= AUDIT_PAGE_MAX:
+        raise SessionFailure(invalid_params(f"limit must be from 1 to {AUDIT_PAGE_MAX}"))
+    if audit is None:  # audit_log = "off"
+        return {"entries": [], "next": None}
+    try:
+        page = await audit.read(before, limit)
+    except ValueError:
+        raise SessionFailure(
+            invalid_params("before must be the next cursor of an earlier page")
+        ) from None
+    entries = [{**entry, "id": entry_id} for entry_id, entry in page]
+    return {"entries": entries, "next": page[-1][0] if len(page) == limit else None}
 
 
 def _hub_lease(action: str) -> SyncHandler:
@@ -607,9 +674,7 @@ SYNC_METHODS: dict[str, SyncHandler] = {
     "_hub/lease/release": _hub_lease("release"),
     "_hub/lease/grant": _hub_lease("grant"),
     "_hub/agent_stderr": _hub_agent_stderr,
-    "_hub/share/create": _hub_share_create,
     "_hub/share/list": _hub_share_list,
-    "_hub/share/revoke": _hub_share_revoke,
     "_hub/subscribe_sessions": _hub_subscribe_sessions,
     "_hub/unsubscribe_sessions": _hub_unsubscribe_sessions,
 }
@@ -628,4 +693,7 @@ ASYNC_METHODS: dict[str, AsyncHandler] = {
     "auth/logout": _logout,
     "_hub/agent_login": _hub_agent_login,
     "_hub/agent_logout": _hub_agent_logout,
+    "_hub/share/create": _hub_share_create,
+    "_hub/share/revoke": _hub_share_revoke,
+    "_hub/audit/list": _hub_audit_list,
 }

@@ -215,7 +215,7 @@ class HubLike(Protocol):
     caps: ConnectionCaps
     tickets: dict[ClientConnection, Ticket]
 
-    def admit(self, scope: Scope, *, new_connection: bool = True) -> Admission:
+    async def admit(self, scope: Scope, *, new_connection: bool = True) -> Admission:
         """The credential, ``Host`` and ``Origin`` decision for one request (``Refusal``)."""
         ...
 
@@ -235,7 +235,7 @@ class StreamableHttp:
         try:
             # Every request carries the credential (as the upgrade does), and a connection
             # answers only to the principal that opened it: its id alone is not enough.
-            admission: Admission | None = self.hub.admit(scope, new_connection=False)
+            admission: Admission | None = await self.hub.admit(scope, new_connection=False)
         except Refusal as refusal:
             log.warning("! refused an HTTP request: %s (%s)", refusal.code, refusal.message)
             admission = None
@@ -342,6 +342,14 @@ class StreamableHttp:
         except Refusal as refusal:
             log.warning("! refused an HTTP connection from %s: %s", address, refusal.code)
             return JSONResponse(refusal.to_dict(), status_code=refusal.status)
+        if principal.link_id is not None:
+            # A new connection: it counts as one use of its share link, as an upgrade does.
+            try:
+                await self.hub.gate.links.use(principal.link_id)
+            except Refusal as refusal:
+                ticket.release()
+                log.warning("! refused an HTTP connection from %s: %s", address, refusal.code)
+                return JSONResponse(refusal.to_dict(), status_code=refusal.status)
         http = HttpConnection(
             registry,
             settings,

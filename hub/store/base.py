@@ -16,6 +16,9 @@ path. The cursor invariant across restarts is kept by epochs, not by waiting for
 a log that was not closed cleanly is continued under a new epoch that remembers how far the
 old one is known to be the same (``EventLog.continue_as``). ``docs/design/store.md`` has the
 trade-off and what a ``kill -9`` can lose per store.
+
+A store also keeps the hub's share links (their revocations and use counts, checked and
+counted in one step) and its audit trail: ``hub.store.links`` and ``hub.store.audit``.
 """
 
 from __future__ import annotations

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import stat
+from functools import partial
 from pathlib import Path
 
+import anyio
 import pytest
 
 from hub.access.audit import JsonlAuditLog
@@ -104,12 +106,15 @@ def test_share_links_and_revocations_survive_a_restart(tmp_path: Path) -> None:
     with pytest.raises(Refusal) as info:
         again.authenticate(token)
     assert info.value.code == "revoked"
-    admitted = again.admit(
-        host="127.0.0.1:1",
-        origin=None,
-        authorization=None,
-        subprotocols=None,
-        query_string=f"token={other_token}",
+    admitted = anyio.run(
+        partial(
+            again.admit,
+            host="127.0.0.1:1",
+            origin=None,
+            authorization=None,
+            subprotocols=None,
+            query_string=f"token={other_token}",
+        )
     )
     assert admitted.principal.role == "approver"
     assert admitted.principal.sub.startswith("link:")

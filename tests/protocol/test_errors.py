@@ -64,6 +64,9 @@ def test_codes_are_the_schema_and_hub_values() -> None:
         errors.NOT_ATTACHED,
         errors.UNSUPPORTED,
         errors.STALE_ANSWER,
+        errors.LIMIT_REACHED,
+        errors.NOT_OWNER,
+        errors.STORE_UNAVAILABLE,
     ]
     assert len(set(hub_codes)) == len(hub_codes)
     assert all(-32059 <= c <= -32040 for c in hub_codes)
