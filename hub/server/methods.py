@@ -17,6 +17,7 @@ for the agent and run in the connection's task group. The wire contract is in
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -437,6 +438,8 @@ def _hub_set_policy(conn: ClientConnection, params: dict[str, Any]) -> Result:
 # -- share links ---------------------------------------------------------------------------------
 
 MAX_LINK_SECONDS = 30 * 86400.0
+LINK_ID = re.compile(r"l-[0-9a-f]{16}")
+"""The form of the ids ``Gate.create_link`` mints."""
 STORE_WAIT = 10.0
 """Seconds ``_hub/share/create`` and ``_hub/share/revoke`` wait for the store."""
 
@@ -515,6 +518,9 @@ async def _hub_share_revoke(conn: ClientConnection, params: dict[str, Any]) -> R
     gate = _gate(conn)
     link_id = _string(params, "linkId", "linkId is required")
     link = gate.links.get(link_id)
+    if link is None and LINK_ID.fullmatch(link_id):
+        # Minted on another node a moment ago: not in this node's copy yet.
+        link = await gate.links.fetch(link_id)
     if link is None or not conn.access.may_see(link.session_id):
         raise SessionFailure(resource_not_found(f"no share link {link_id!r}"))
     session = conn.registry.find(link.session_id)
