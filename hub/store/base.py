@@ -294,8 +294,9 @@ class SoleOwner:
 
 
 class SharedStore(Store, Protocol):
-    """A store several nodes share (Redis): besides ``Store``, the streams other nodes follow
-    and each node's inbox for the requests forwarded to it."""
+    """A store several nodes share (Redis): besides ``Store``, the streams other nodes follow,
+    each node's inbox for the requests forwarded to it, and where each Streamable HTTP
+    connection lives (``hub.server.placement``)."""
 
     async def owners(self, session_ids: list[str]) -> dict[str, str | None]:
         """The owner of each of ``session_ids`` now."""
@@ -332,6 +333,18 @@ class SharedStore(Store, Protocol):
         """The share-link changes after entry ``after``, waiting up to ``block`` s: each with
         its number (one more than the previous change's; a jump means some were trimmed) and
         the link's record as the change left it; the entry id to read after next time."""
+        ...
+
+    async def place_connections(self, places: dict[str, bytes], ttl: float) -> None:
+        """Record, or renew, ``places`` (connection id -> an opaque record) for ``ttl`` s."""
+        ...
+
+    async def connection_place(self, connection_id: str) -> bytes | None:
+        """The record of ``connection_id``; ``None`` once dropped or expired."""
+        ...
+
+    async def drop_connections(self, connection_ids: list[str]) -> None:
+        """Forget the records of ``connection_ids``."""
         ...
 
 

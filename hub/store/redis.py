@@ -17,7 +17,9 @@ Keys (``PREFIX`` is ``acp-hub``; the braces put a session's keys in one cluster 
   revoked, used): its number ``n`` (from the counter ``acp-hub:{links}:n``) and the hash as
   the change left it; every node reads it to keep its copy of the links;
 * ``acp-hub:audit`` — a stream, one entry per audit record (field ``e``, JSON), trimmed to
-  about ``audit_retained`` entries.
+  about ``audit_retained`` entries;
+* ``acp-hub:conn:{CID}`` — where a Streamable HTTP connection lives (JSON, with a TTL its node
+  renews: ``hub.server.placement``).
 
 Each session's share of a write-behind batch is one Lua script call (``WRITE``): it checks that
 this node is still the log's writer and that the first seq follows the stored last seq, then
@@ -495,6 +497,27 @@ class RedisStore(DurableStore):
                 if isinstance(message, dict):
                     messages.append(message)
         return last, messages
+
+    async def place_connections(self, places: dict[str, bytes], ttl: float) -> None:
+        """Record (or renew) each connection of ``places`` for ``ttl`` seconds (one round
+        trip): its id -> what the server layer keeps about where it lives."""
+        if not places:
+            return
+        px = max(1, int(ttl * 1000))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for connection_id, place in places.items():
+                pipe.set(f"{PREFIX}:conn:{connection_id}", place, px=px)
+            await pipe.execute()
+
+    async def connection_place(self, connection_id: str) -> bytes | None:
+        """What ``place_connections`` recorded for ``connection_id``, unless it expired."""
+        value = await self.redis.get(f"{PREFIX}:conn:{connection_id}")
+        return value.encode() if isinstance(value, str) else value
+
+    async def drop_connections(self, connection_ids: list[str]) -> None:
+        """Forget the records of ``connection_ids`` (the connections ended)."""
+        if connection_ids:
+            await self.redis.delete(*(f"{PREFIX}:conn:{cid}" for cid in connection_ids))
 
     # -- share links and the audit trail -------------------------------------------------------
     # Every change of a link is one script call: the hash and the change stream's entry are

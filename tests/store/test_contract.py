@@ -24,6 +24,7 @@ from hub.protocol.state import SessionState
 from hub.store import SessionRecord, Store, open_store, parse_store_url
 from hub.store.durable import DurableStore, WrittenLog
 from hub.store.log import EventLog, Row
+from hub.store.redis import RedisStore
 from tests.redis_server import RedisServer
 
 KINDS = ["memory", "sqlite", "redis"]
@@ -429,3 +430,21 @@ async def test_reading_a_session_takes_nothing_over(store_url: str) -> None:
         await writer.flush()
         assert isinstance(log, WrittenLog)
         assert not log.fenced
+
+
+async def test_connection_places_are_shared_renewed_and_expire(redis_server: RedisServer) -> None:
+    """Where a Streamable HTTP connection lives: one node records it, another reads it; a
+    record not renewed expires, a dropped one is gone at once."""
+    async with running(redis_server.url) as one, running(redis_server.url) as two:
+        assert isinstance(one, RedisStore)
+        assert isinstance(two, RedisStore)
+        await one.place_connections({"c-1": b'{"node":"one"}', "c-2": b"two"}, 30.0)
+        assert await two.connection_place("c-1") == b'{"node":"one"}'
+        await one.place_connections({"c-2": b"renewed"}, 0.05)
+        await one.drop_connections(["c-1"])
+        assert await two.connection_place("c-1") is None
+        with anyio.fail_after(10):
+            while await two.connection_place("c-2") is not None:  # noqa: ASYNC110 - Redis's clock
+                await anyio.sleep(0.02)
+        await one.drop_connections([])
+        await one.place_connections({}, 1.0)
