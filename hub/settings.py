@@ -102,6 +102,10 @@ class Settings:
     """With several nodes on Redis: a node owns a session for this many seconds after it last
     renewed its ownership (every third of it); a node that dies is replaced after at most
     this long (and the next scan, ``node_lease / 3`` later)."""
+    node_url: str = ""
+    """With several nodes on Redis: the address (``http://10.0.0.5:8765``) at which the other
+    nodes reach this one to relay the Streamable HTTP requests of the connections it holds.
+    Empty: the local address each connection's ``initialize`` arrived at."""
     snapshot_events: int = 1000
     """A durable store keeps a compacted snapshot of a session every this many events (and
     at a clean shutdown); a restart folds the snapshot and the events after it."""
@@ -232,6 +236,8 @@ class Settings:
         if self.presence_viewers < 0:
             raise ValueError("presence_viewers must not be negative")
         parse_store_url(self.store)
+        if self.node_url and not _is_node_url(self.node_url):
+            raise ValueError(f"node_url must be http(s)://HOST[:PORT], not {self.node_url!r}")
         token = self.metrics_token
         if token and (
             len(token) < METRICS_TOKEN_MIN
@@ -274,6 +280,21 @@ class Settings:
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+
+
+def _is_node_url(text: str) -> bool:
+    """Whether ``text`` is ``http(s)://HOST[:PORT]`` (a path of ``/`` at most)."""
+    parts = urlsplit(text)
+    try:
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        return False
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and not parts.path.strip("/")
+        and not parts.query
+    )
 
 
 def role_rank(role: str) -> int:

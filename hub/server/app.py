@@ -183,6 +183,7 @@ class HubApp:
             async with registry.running(), anyio.create_task_group() as http_tasks:
                 self.registry = registry
                 self._http_tasks = http_tasks
+                http_tasks.start_soon(self.http.run, name="http connection places")
                 try:
                     yield
                 finally:

@@ -23,6 +23,11 @@ The answer to ``initialize`` is the one that does not travel on a stream: it is 
 hub honours in place of the header). Every other POST is answered ``202`` once the connection
 took the message. ``DELETE`` closes the connection.
 
+With several nodes on one Redis, the node that answered ``initialize`` records where the
+connection lives (``hub.server.placement``), and a request for it that reaches another node is
+relayed to it (``hub.server.forward``) once that node admitted the credential and found it is
+the connection's principal's; ``docs/design/http-cluster.md`` has the design.
+
 The connection's message loop (``ClientConnection.run``) runs in the hub's task group and
 reads what POSTs hand it through a bounded channel, so a client that posts faster than the hub
 handles waits on its POSTs. A connection with no GET open and no POST for ``IDLE_TIMEOUT``
@@ -34,7 +39,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import anyio
 import anyio.abc
@@ -48,11 +53,14 @@ from hub.access.gate import Admission, Gate
 from hub.access.principal import Principal, Refusal
 from hub.server.caps import ConnectionCaps, Ticket
 from hub.server.connection import ClientConnection
+from hub.server.forward import RELAYED_HEADER, NodeGone, NodeSilent, forward
+from hub.server.placement import Place, Placements, node_url
 from hub.server.sse import SseWriter, cursor_of
 from hub.server.streams import StreamOutbox
 from hub.sessions.errors import SessionFailure
 from hub.sessions.registry import SessionRegistry
 from hub.settings import Role, Settings
+from hub.store import SharedStore, Store
 
 log = logging.getLogger("hub.server")
 
@@ -68,6 +76,11 @@ INBOX_FRAMES = 64
 """Messages a connection takes ahead of handling them before its POSTs wait."""
 NORMAL_CLOSE = 1000
 GOING_AWAY = 1001
+RELAY_TIMEOUT = 10.0
+"""Seconds a relayed GET or DELETE waits for the holding node's answer (then ``503``)."""
+RELAY_POST_TIMEOUT = 30.0
+"""Seconds a relayed POST waits (the holder's POST waits while the connection's inbox is
+full, as a direct one does)."""
 
 # Requests that name an existing session and are answered on its stream (the RFD's list, as
 # the SDKs send them with `Acp-Session-Id`).
@@ -208,6 +221,7 @@ class HubLike(Protocol):
     """What the endpoint needs from the running hub (``hub.server.app.HubApp``)."""
 
     settings: Settings
+    store: Store
     registry: SessionRegistry | None
     connections: set[ClientConnection]
     principals: dict[ClientConnection, Principal]
@@ -228,6 +242,15 @@ class StreamableHttp:
     def __init__(self, hub: HubLike) -> None:
         self.hub = hub
         self.connections: dict[str, HttpConnection] = {}
+        self.placements: Placements | None = None
+        """With a shared store: where the connections of every node live."""
+        if hub.store.shared:
+            self.placements = Placements(cast(SharedStore, hub.store), hub.settings.node_lease)
+
+    async def run(self) -> None:
+        """Keep this node's connections' places recorded (a shared store), until cancelled."""
+        if self.placements is not None:
+            await self.placements.run()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -244,6 +267,11 @@ class StreamableHttp:
             pass
         elif registry is None:
             response = json_error(503, "the hub is starting or stopping")
+        elif (elsewhere := await self._elsewhere(request, admission)) is not None:
+            if isinstance(elsewhere, Place):
+                await self._relay(elsewhere, request, scope, receive, send)
+                return
+            response = elsewhere
         elif request.method == "GET":
             await self.get(request, registry, scope, receive, send, admission)
             return
@@ -267,6 +295,70 @@ class StreamableHttp:
             return json_error(404, "unknown or closed connection: initialize again")
         return http
 
+    # -- another node's connections --------------------------------------------------------
+
+    async def _elsewhere(self, request: Request, admission: Admission) -> Place | Response | None:
+        """Where to relay a request for a connection another node holds (``Place``), or the
+        refusal (``Response``); ``None`` when the request is this node's to answer (it holds
+        the connection, knows of none, or the request was relayed here already)."""
+        placements = self.placements
+        connection_id = connection_id_of(request)
+        if (
+            placements is None
+            or connection_id is None
+            or connection_id in self.connections
+            or RELAYED_HEADER.decode() in request.headers
+        ):
+            return None
+        try:
+            place = await placements.find(connection_id)
+        except Exception as exc:  # the store's and the redis client's errors alike
+            log.warning("! the place of %s cannot be read: %s", connection_id, exc)
+            return json_error(503, "the hub's store does not answer: try again")
+        if place is None or place.node == placements.node:
+            return None
+        if place.principal != admission.principal.sub:
+            # As for a connection of this node: another principal's is none of its business.
+            log.warning("! %s presented by another principal, refused", connection_id)
+            return json_error(404, "unknown or closed connection: initialize again")
+        return place
+
+    async def _relay(
+        self, place: Place, request: Request, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """Relay the request to the node holding its connection, and its answer back."""
+        body = b""
+        if request.method == "POST":
+            read = await _read_body(request, self.hub.settings.max_frame_bytes)
+            if isinstance(read, Response):
+                await read(scope, receive, send)
+                return
+            body = bytes(read)
+        timeout = RELAY_POST_TIMEOUT if request.method == "POST" else RELAY_TIMEOUT
+        # The holder writes a keepalive every ping_interval on an SSE stream.
+        idle = 2 * self.hub.settings.ping_interval + RELAY_TIMEOUT
+        connection_id = connection_id_of(request)
+        try:
+            await forward(
+                place.url,
+                scope,
+                body,
+                receive,
+                send,
+                relayed_by=self.hub.store.node,
+                answer_timeout=timeout,
+                idle_timeout=idle if request.method == "GET" else timeout,
+            )
+            return
+        except NodeGone as exc:
+            log.info("= %s: its node %s is gone (%s)", connection_id, place.node, exc)
+            response = json_error(404, "the node holding the connection is gone: initialize again")
+        except NodeSilent as exc:
+            log.warning("! %s: its node %s does not answer (%s)", connection_id, place.node, exc)
+            message = "the node holding the connection does not answer: try again"
+            response = json_error(503, message, {"retry-after": "1"})
+        await response(scope, receive, send)
+
     # -- POST ------------------------------------------------------------------------------
 
     async def post(
@@ -275,12 +367,9 @@ class StreamableHttp:
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
             return json_error(415, "Content-Type must be application/json")
-        limit = self.hub.settings.max_frame_bytes
-        body = bytearray()
-        async for chunk in request.stream():
-            body.extend(chunk)
-            if len(body) > limit:
-                return json_error(413, f"a message may not exceed {limit} bytes")
+        body = await _read_body(request, self.hub.settings.max_frame_bytes)
+        if isinstance(body, Response):
+            return body
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -295,7 +384,7 @@ class StreamableHttp:
         if connection_id_of(request) is None and method == "initialize" and is_request:
             address = request.client.host if request.client else "?"
             return await self.initialize(
-                registry, message, request_id, admission, base_url_of(request.scope), address
+                registry, message, request_id, admission, request.scope, address
             )
         found = self._connection(request, admission)
         if isinstance(found, Response):
@@ -325,7 +414,7 @@ class StreamableHttp:
         message: dict[str, Any],
         request_id: Any,
         admission: Admission,
-        base_url: str | None,
+        scope: Scope,
         address: str,
     ) -> Response:
         params = message.get("params")
@@ -357,7 +446,7 @@ class StreamableHttp:
             principal.sub,
             access=principal,
             gate=self.hub.gate,
-            base_url=base_url,
+            base_url=base_url_of(scope),
         )
         self.hub.tickets[http.conn] = ticket
         self.connections[http.connection_id] = http
@@ -373,6 +462,11 @@ class StreamableHttp:
             return json_error(503, "initialize did not complete")
         if b'"error":' in frame and orjson.loads(frame).get("error") is not None:
             http.conn.close(NORMAL_CLOSE, "initialize failed")
+        elif self.placements is not None:
+            url = node_url(settings, scope)
+            if url is not None:
+                # Recorded before the client learns the id: its next request may reach any node.
+                await self.placements.place(http.connection_id, url, principal.sub)
         response = Response(
             frame,
             status_code=200,
@@ -389,6 +483,8 @@ class StreamableHttp:
     def forget(self, http: HttpConnection) -> None:
         self.connections.pop(http.connection_id, None)
         self.hub.principals.pop(http.conn, None)
+        if self.placements is not None:
+            self.placements.forget(http.connection_id)
 
     # -- DELETE ----------------------------------------------------------------------------
 
@@ -470,6 +566,16 @@ class StreamableHttp:
                 if not detached.is_set():
                     await writer.keepalive()
             tg.cancel_scope.cancel()
+
+
+async def _read_body(request: Request, limit: int) -> bytearray | Response:
+    """The request's body, or ``413`` once it passes ``limit`` bytes (the rest is not read)."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > limit:
+            return json_error(413, f"a message may not exceed {limit} bytes")
+    return body
 
 
 def _rpc_error(status: int, code: int, message: str, data: Any) -> Response:

@@ -2,11 +2,14 @@
 
 It speaks v1 or v2 (the Python SDK's HTTP client speaks only v1), keeps every SSE event of
 every stream with its ``id``, and can drop a stream and open it again with ``Last-Event-ID``,
-which the SDK's client cannot. It answers nothing on its own.
+which the SDK's client cannot. It answers nothing on its own. Given a ``route`` (several hub
+nodes' URLs), it sends every request after ``initialize`` to the next URL of it in turn, as a
+round-robin load balancer would.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -72,6 +75,11 @@ class HttpAcp:
     requests: list[dict[str, Any]] = field(default_factory=list)
     closes: list[Any] = field(default_factory=list)
     statuses: dict[str | None, int] = field(default_factory=dict)
+    finished: list[str | None] = field(default_factory=list)
+    """The streams whose GET ended from the hub's side (not dropped by the client), in order."""
+    route: list[str] = field(default_factory=list)
+    served_by: list[str] = field(default_factory=list)
+    """The URL each request after ``initialize`` went to, in order."""
     _responses: dict[Any, dict[str, Any]] = field(default_factory=dict)
     _streams: dict[str | None, anyio.CancelScope] = field(default_factory=dict)
     _changed: anyio.Event = field(default_factory=anyio.Event)
@@ -85,6 +93,15 @@ class HttpAcp:
         with anyio.fail_after(timeout):
             while not predicate():
                 await self._changed.wait()
+
+    def target(self) -> str:
+        """Where the next request goes: ``url`` for ``initialize``, else the next of
+        ``route`` (``url`` without one)."""
+        if self.connection_id is None or not self.route:
+            return self.url
+        url = self.route[len(self.served_by) % len(self.route)]
+        self.served_by.append(url)
+        return url
 
     def headers(self, session_id: str | None = None) -> dict[str, str]:
         out = {"Content-Type": "application/json"}
@@ -118,7 +135,7 @@ class HttpAcp:
         if last_event_id is not None:
             headers["Last-Event-ID"] = last_event_id
         with scope:
-            async with self.http.stream("GET", self.url, headers=headers) as response:
+            async with self.http.stream("GET", self.target(), headers=headers) as response:
                 self.statuses[session_id] = response.status_code
                 self._touch()
                 if response.status_code != 200:
@@ -130,6 +147,8 @@ class HttpAcp:
                     else:
                         self._record(event.data)
                     self._touch()
+                self.finished.append(session_id)
+                self._touch()
 
     def _record(self, message: dict[str, Any]) -> None:
         if "method" in message and "id" in message:
@@ -143,7 +162,7 @@ class HttpAcp:
 
     async def post(self, message: dict[str, Any], session_id: str | None = None) -> httpx.Response:
         return await self.http.post(
-            self.url, content=orjson.dumps(message), headers=self.headers(session_id)
+            self.target(), content=orjson.dumps(message), headers=self.headers(session_id)
         )
 
     async def call(self, method: str, params: dict[str, Any]) -> Any:
@@ -196,18 +215,22 @@ class HttpAcp:
 
 
 @asynccontextmanager
-async def http_acp(url: str, version: int = 2, **hub_meta: Any) -> AsyncIterator[HttpAcp]:
-    """An initialized ``HttpAcp`` with its connection's stream open; DELETE on exit."""
+async def http_acp(
+    url: str, version: int = 2, *, route: list[str] | None = None, **hub_meta: Any
+) -> AsyncIterator[HttpAcp]:
+    """An initialized ``HttpAcp`` (at ``url``, then over ``route``) with its connection's
+    stream open; DELETE on exit."""
     async with (
         httpx.AsyncClient(timeout=httpx.Timeout(TIMEOUT, read=None)) as http,
         anyio.create_task_group() as tg,
     ):
-        client = HttpAcp(url, http, tg, version)
+        client = HttpAcp(url, http, tg, version, route=list(route or []))
         try:
             await client.initialize(**hub_meta)
             yield client
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 if client.connection_id is not None:
-                    await http.delete(url, headers=client.headers())
+                    with contextlib.suppress(httpx.HTTPError):  # a node of the route is gone
+                        await http.delete(client.target(), headers=client.headers())
             tg.cancel_scope.cancel()
