@@ -42,6 +42,11 @@ RELAYED_HEADER = b"acp-hub-relayed-by"
 """Added to a relayed request, with the relaying node's name: the holder serves it itself."""
 CONNECT_TIMEOUT = 5.0
 """Seconds to open the connection to the holder."""
+ANSWER_TIMEOUT = 10.0
+"""Seconds a relayed GET or DELETE waits for the head of the holder's answer (then ``503``)."""
+POST_ANSWER_TIMEOUT = 30.0
+"""Seconds a relayed POST waits: the holder's POST waits while the connection's inbox is full,
+as a direct one does."""
 READ_BYTES = 65536
 
 # Headers about one hop, not the request (RFC 9110 section 7.6.1), and the ones the relay
@@ -67,6 +72,14 @@ _FORWARDED = frozenset({b"x-forwarded-for", b"x-forwarded-proto"})
 _NOT_RELAYED_BACK = frozenset({*_HOP_BY_HOP - {b"content-length"}, b"date", b"server"})
 
 
+def relay_timeouts(method: str, keepalive: float) -> tuple[float, float]:
+    """``forward``'s ``answer_timeout`` and ``idle_timeout`` for a request of ``method`` to a
+    holder that writes an SSE keepalive every ``keepalive`` seconds: a silent stream (a holder
+    that froze) ends after two keepalives missed and ``ANSWER_TIMEOUT``."""
+    answer = POST_ANSWER_TIMEOUT if method == "POST" else ANSWER_TIMEOUT
+    return answer, 2 * keepalive + ANSWER_TIMEOUT if method == "GET" else answer
+
+
 class NodeGone(Exception):
     """The holder refused or dropped the relayed request before answering."""
 
@@ -81,7 +94,6 @@ async def forward(
     body: bytes,
     receive: Receive,
     send: Send,
-    *,
     relayed_by: str,
     answer_timeout: float,
     idle_timeout: float | None,

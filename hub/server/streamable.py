@@ -53,7 +53,7 @@ from hub.access.gate import Admission, Gate
 from hub.access.principal import Principal, Refusal
 from hub.server.caps import ConnectionCaps, Ticket
 from hub.server.connection import ClientConnection
-from hub.server.forward import RELAYED_HEADER, NodeGone, NodeSilent, forward
+from hub.server.forward import RELAYED_HEADER, NodeGone, NodeSilent, forward, relay_timeouts
 from hub.server.placement import Place, Placements, node_url
 from hub.server.sse import SseWriter, cursor_of
 from hub.server.streams import StreamOutbox
@@ -76,11 +76,6 @@ INBOX_FRAMES = 64
 """Messages a connection takes ahead of handling them before its POSTs wait."""
 NORMAL_CLOSE = 1000
 GOING_AWAY = 1001
-RELAY_TIMEOUT = 10.0
-"""Seconds a relayed GET or DELETE waits for the holding node's answer (then ``503``)."""
-RELAY_POST_TIMEOUT = 30.0
-"""Seconds a relayed POST waits (the holder's POST waits while the connection's inbox is
-full, as a direct one does)."""
 
 # Requests that name an existing session and are answered on its stream (the RFD's list, as
 # the SDKs send them with `Acp-Session-Id`).
@@ -334,21 +329,11 @@ class StreamableHttp:
                 await read(scope, receive, send)
                 return
             body = bytes(read)
-        timeout = RELAY_POST_TIMEOUT if request.method == "POST" else RELAY_TIMEOUT
-        # The holder writes a keepalive every ping_interval on an SSE stream.
-        idle = 2 * self.hub.settings.ping_interval + RELAY_TIMEOUT
+        answer, idle = relay_timeouts(request.method, self.hub.settings.ping_interval)
         connection_id = connection_id_of(request)
         try:
-            await forward(
-                place.url,
-                scope,
-                body,
-                receive,
-                send,
-                relayed_by=self.hub.store.node,
-                answer_timeout=timeout,
-                idle_timeout=idle if request.method == "GET" else timeout,
-            )
+            node = self.hub.store.node
+            await forward(place.url, scope, body, receive, send, node, answer, idle)
             return
         except NodeGone as exc:
             log.info("= %s: its node %s is gone (%s)", connection_id, place.node, exc)

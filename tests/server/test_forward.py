@@ -16,7 +16,15 @@ import anyio.abc
 import h11
 import pytest
 
-from hub.server.forward import RELAYED_HEADER, NodeGone, NodeSilent, forward
+from hub.server.forward import (
+    ANSWER_TIMEOUT,
+    POST_ANSWER_TIMEOUT,
+    RELAYED_HEADER,
+    NodeGone,
+    NodeSilent,
+    forward,
+    relay_timeouts,
+)
 from tests.redis_server import free_port
 
 pytestmark = pytest.mark.anyio
@@ -108,9 +116,9 @@ async def relay(url: str, client: Client, method: str = "POST", **timeouts: floa
         b"{}",
         client.receive,
         client.send,
-        relayed_by="node-b",
-        answer_timeout=timeouts.get("answer", 5.0),
-        idle_timeout=timeouts.get("idle", 5.0),
+        "node-b",
+        timeouts.get("answer", 5.0),
+        timeouts.get("idle", 5.0),
     )
 
 
@@ -239,3 +247,9 @@ async def test_a_client_that_leaves_ends_the_relay() -> None:
         client.gone.set()
         with anyio.fail_after(5):
             await done.wait()
+
+
+def test_a_stream_waits_for_keepalives_a_post_for_a_full_inbox() -> None:
+    assert relay_timeouts("GET", 20.0) == (ANSWER_TIMEOUT, 40.0 + ANSWER_TIMEOUT)
+    assert relay_timeouts("POST", 20.0) == (POST_ANSWER_TIMEOUT, POST_ANSWER_TIMEOUT)
+    assert relay_timeouts("DELETE", 20.0) == (ANSWER_TIMEOUT, ANSWER_TIMEOUT)
