@@ -169,10 +169,19 @@ class HttpConnection:
         await self.inbox.send(text)
 
 
-def session_for_get(registry: SessionRegistry, session_id: str) -> bool:
-    """Whether a session stream may be opened for ``session_id``: the hub has the session."""
+async def session_for_get(registry: SessionRegistry, session_id: str, access: Principal) -> bool:
+    """Whether a session stream may be opened for ``session_id``: the credential's
+    ``sessions`` cover it and the hub has it. On one node of several that may be a session
+    another node owns, which this node follows from now on (as ``session/resume`` would: the
+    client opens the stream before it resumes). The store's errors propagate."""
+    if not access.may_see(session_id):
+        return False
+    if registry.find(session_id) is not None:
+        return True
+    if not registry.is_remote(session_id):
+        return False
     try:
-        registry.get(session_id)
+        await registry.load_remote(session_id)
     except SessionFailure:
         return False
     return True
@@ -500,9 +509,22 @@ class StreamableHttp:
             return
         http = found
         session_id = request.headers.get(SESSION_HEADER)
-        if session_id is not None and not session_for_get(registry, session_id):
-            await json_error(404, f"unknown session {session_id}")(scope, receive, send)
-            return
+        if session_id is not None:
+            try:
+                known = await session_for_get(registry, session_id, http.conn.access)
+            except Exception as exc:  # the store's and the redis client's errors alike
+                log.warning(
+                    "! %s: session %s cannot be read: %s", http.connection_id, session_id, exc
+                )
+                known = None
+            if not known:
+                response = (
+                    json_error(404, f"unknown session {session_id}")
+                    if known is False
+                    else json_error(503, "the hub's store does not answer: try again")
+                )
+                await response(scope, receive, send)
+                return
         last_event_id = request.headers.get("last-event-id")
         http.outbox.stream(session_id)
         writer = http.outbox.writers[session_id]

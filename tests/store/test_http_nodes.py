@@ -162,6 +162,49 @@ async def test_a_round_robin_client_sees_every_update_once_and_in_order(
         assert "presented by another principal" not in b.log() + c.log()
 
 
+async def test_a_session_stream_opens_before_the_resume_on_a_node_not_following_it(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    async with (
+        three_nodes(tmp_path, redis_server) as (a, b, c),
+        acp_client(a.url) as driver,
+    ):
+        session_id = await driver.new_session(cwd=str(cwd))
+        await driver.prompt(session_id, "say owned by a")
+        await driver.wait_for(lambda: driver.idle_count(session_id) >= 1)
+        # A client whose connection lives on B, which does not follow the session yet: its
+        # stream opens first (B follows the session from then on), then it resumes.
+        async with http_acp(acp(b), route=[acp(c), acp(b)]) as client:
+            client.open_stream(session_id)
+            await client.wait_for(lambda: session_id in client.statuses)
+            assert client.statuses[session_id] == 200
+            start = {"type": "start"}
+            await client.call(
+                "session/resume", {"sessionId": session_id, "cwd": "/", "replayFrom": start}
+            )
+            # The compacted replay: the turn's answer as one message.
+            await client.wait_for(
+                lambda: any(
+                    u["update"].get("sessionUpdate") == "agent_message"
+                    and u["update"]["content"][0]["text"] == "owned by a"
+                    for u in client.session_updates(session_id)
+                )
+            )
+        # A credential whose sessions do not include it: as an unknown session.
+        other = token("owner", sub="test-owner", sessions=["s-other"])
+        async with http_acp(acp(c, other)) as scoped:
+            scoped.open_stream(session_id)
+            await scoped.wait_for(lambda: session_id in scoped.statuses)
+            assert scoped.statuses[session_id] == 404
+        # Nor does the store's list of sessions grow a session that does not exist.
+        async with http_acp(acp(c)) as stranger:
+            stranger.open_stream("s-does-not-exist")
+            await stranger.wait_for(lambda: "s-does-not-exist" in stranger.statuses)
+            assert stranger.statuses["s-does-not-exist"] == 404
+
+
 async def test_another_principal_cannot_use_a_connection_through_any_node(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
@@ -251,11 +294,11 @@ async def test_a_connection_whose_node_was_killed_is_answered_404_elsewhere(
         # of its last event id: no gap, nothing twice, and the session goes on where another
         # node took it over.
         async with http_acp(acp(c), route=[acp(b), acp(c)]) as again:
+            again.open_stream(session_id)  # before the resume, as the protocol has it
             after = {"type": "_hub_after", "epoch": epoch, "seq": seq}
             await again.call(
                 "session/resume", {"sessionId": session_id, "cwd": "/", "replayFrom": after}
             )
-            again.open_stream(session_id)
             await again.wait_for(
                 lambda: any(
                     u["update"].get("sessionUpdate") == "_hub_agent"
