@@ -51,6 +51,10 @@ PREFIX = "acp-hub"
 CHUNK = 500
 """Events per script call: a long batch is split so that Redis is never blocked for long."""
 TIMEOUT = 5.0
+POOL_SIZE = 64
+"""Connections to Redis per node at most. The blocking reads (the followers of the session
+streams, the node inbox and the link changes) hold one each while they wait; every other
+command borrows one for a round trip, and waits for a free one when all are busy."""
 """Seconds before a Redis command that got no answer fails (a stalled server)."""
 
 WRITE = """
@@ -244,9 +248,18 @@ class RedisStore(DurableStore):
         return self._redis
 
     async def _connect(self) -> None:
-        client = aioredis.Redis.from_url(
-            self.url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT
+        # A blocking pool: a command waits (up to TIMEOUT) for one of POOL_SIZE connections
+        # instead of failing; the client library's default pool refuses the 101st
+        # concurrent command ("Too many connections"), as when many clients open sessions
+        # at once.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            self.url,
+            max_connections=POOL_SIZE,
+            timeout=TIMEOUT,
+            socket_timeout=TIMEOUT,
+            socket_connect_timeout=TIMEOUT,
         )
+        client = aioredis.Redis.from_pool(pool)
         try:
             await client.ping()
         except (RedisError, OSError) as exc:

@@ -403,6 +403,28 @@ async def test_ownership_is_exclusive_on_a_shared_store(store_url: str) -> None:
         assert await two.owner("s-1") == two.node
 
 
+async def test_many_concurrent_commands_wait_for_a_connection(store_url: str) -> None:
+    """More concurrent commands than the Redis pool has connections (as when hundreds of
+    clients open sessions at once) all succeed: they wait for a connection, not fail."""
+    async with running(store_url) as store:
+        claimed = await _gather([store.claim(f"s-{i}", 30.0) for i in range(300)])
+        assert claimed == [True] * 300
+        owners = await _gather([store.owner(f"s-{i}") for i in range(300)])
+        assert set(owners) == ({store.node} if store.shared else {None})
+
+
+async def _gather(calls: list[Any]) -> list[Any]:
+    results: list[Any] = [None] * len(calls)
+
+    async def one(i: int) -> None:
+        results[i] = await calls[i]
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(calls)):
+            tg.start_soon(one, i)
+    return results
+
+
 async def test_a_lease_not_renewed_expires(redis_server: RedisServer) -> None:
     async with running(redis_server.url) as one, running(redis_server.url) as two:
         assert await one.claim("s-1", 0.05)
