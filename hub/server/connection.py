@@ -170,6 +170,7 @@ class ClientConnection:
         self._hub_events = False
         self._batches = False
         self.state = ConnectionState.NEW
+        self._deadline = anyio.CancelScope()
         if outbox is None:
             if writer is None:
                 raise ValueError("a connection needs a writer or an outbox")
@@ -249,6 +250,7 @@ class ClientConnection:
         self._hub_events = hub_events
         self._batches = batches
         self.state = ConnectionState.READY
+        self._deadline.cancel()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -283,10 +285,13 @@ class ClientConnection:
     async def _initialize_deadline(self) -> None:
         """Close a connection that does not ``initialize`` within ``initialize_timeout``."""
         timeout = self.settings.initialize_timeout
-        await anyio.sleep(timeout)
-        if self.state is ConnectionState.NEW:
-            self.mistake("no initialize within %.0f s, closing 1008", timeout)
-            self.close(POLICY_VIOLATION, "no initialize in time")
+        # Cancelled by a successful initialize: the task ends then instead of sleeping out
+        # the deadline (thousands of connections would each keep one sleeping).
+        with self._deadline:
+            await anyio.sleep(timeout)
+            if self.state is ConnectionState.NEW:
+                self.mistake("no initialize within %.0f s, closing 1008", timeout)
+                self.close(POLICY_VIOLATION, "no initialize in time")
 
     async def _run_outbox(self, scope: anyio.CancelScope) -> None:
         await self._outbox.run()
