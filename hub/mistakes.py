@@ -23,6 +23,18 @@ INTERVAL = 5.0
 class MistakeLog:
     """The rate-limited log of one connection's mistakes; see the module docstring."""
 
+    __slots__ = (
+        "_burst",
+        "_clock",
+        "_interval",
+        "_last",
+        "_level",
+        "_logger",
+        "_name",
+        "_suppressed",
+        "_tokens",
+    )
+
     def __init__(
         self,
         logger: logging.Logger,

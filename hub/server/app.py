@@ -18,7 +18,7 @@ it is refused), since browsers cannot read a refused upgrade's response.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from importlib.resources.abc import Traversable
 from typing import Any
@@ -92,12 +92,13 @@ class HostCheckMiddleware:
         self.app = app
         self.gate = gate
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # A plain function that hands back the next application's awaitable: no frame of
+        # this middleware stays alive for as long as each WebSocket connection lasts.
         if scope["type"] not in ("http", "websocket") or (
             scope["type"] == "http" and scope.get("path") in HOST_CHECK_EXEMPT
         ):
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         host = _header(scope, b"host")
         try:
             self.gate.check_host(host)
@@ -105,11 +106,9 @@ class HostCheckMiddleware:
             log.warning("! refused a request for host %r from %s", (host or "")[:80], _peer(scope))
             if scope["type"] == "http":
                 response = JSONResponse(refusal.to_dict(), status_code=refusal.status)
-                await response(scope, receive, send)
-            else:
-                await _deny(scope, receive, send, refusal)
-            return
-        await self.app(scope, receive, send)
+                return response(scope, receive, send)
+            return _deny(scope, receive, send, refusal)
+        return self.app(scope, receive, send)
 
 
 class HubApp:

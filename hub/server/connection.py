@@ -170,7 +170,7 @@ class ClientConnection:
         self._hub_events = False
         self._batches = False
         self.state = ConnectionState.NEW
-        self._deadline = anyio.CancelScope()
+        self._deadline: anyio.CancelScope | None = anyio.CancelScope()
         if outbox is None:
             if writer is None:
                 raise ValueError("a connection needs a writer or an outbox")
@@ -250,7 +250,9 @@ class ClientConnection:
         self._hub_events = hub_events
         self._batches = batches
         self.state = ConnectionState.READY
-        self._deadline.cancel()
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -287,6 +289,8 @@ class ClientConnection:
         timeout = self.settings.initialize_timeout
         # Cancelled by a successful initialize: the task ends then instead of sleeping out
         # the deadline (thousands of connections would each keep one sleeping).
+        if self._deadline is None:
+            return
         with self._deadline:
             await anyio.sleep(timeout)
             if self.state is ConnectionState.NEW:
