@@ -244,55 +244,47 @@ class HubApp:
         # Every log line of this connection's tasks names it (hub.server.logs).
         with client_context(conn.connection_id, conn.principal):
             try:
-                await self._serve(websocket, conn, scope, admission.subprotocol, admission.source)
+                # Served here rather than in a method of its own: one coroutine frame less
+                # for every connection, for as long as it lasts.
+                await websocket.accept(
+                    subprotocol=admission.subprotocol,
+                    headers=[(b"acp-connection-id", conn.connection_id.encode())],
+                )
+                log.info(
+                    "= %s: connected from %s as %s (%s, token from %s)",
+                    conn.connection_id,
+                    _peer(scope),
+                    conn.principal,
+                    conn.role,
+                    admission.source or "nowhere",
+                )
+                self.metrics.connections_opened.labels(conn.transport).inc()
+                client_code: list[int] = []
+
+                async def receive_text() -> str | None:
+                    message = await websocket.receive()
+                    if message["type"] == "websocket.disconnect":
+                        client_code.append(int(message.get("code", 1005)))
+                        return None
+                    text = message.get("text")
+                    if text is None:
+                        log.info("! %s: binary frame refused, closing 1003", conn.connection_id)
+                        conn.close(UNSUPPORTED_DATA, "binary frames are not accepted; send text")
+                        return None
+                    return str(text)
+
+                self.connections.add(conn)
+                try:
+                    await conn.run(receive_text)
+                finally:
+                    self.connections.discard(conn)
+                    # The hub's own close code when it closed the connection, else the client's.
+                    code = conn.outbox.close_code
+                    self.metrics.closed(code if code is not None else next(iter(client_code), None))
+                    log.info("= %s: disconnected", conn.connection_id)
             finally:
                 self.principals.pop(conn, None)
                 ticket.release()
-
-    async def _serve(
-        self,
-        websocket: WebSocket,
-        conn: ClientConnection,
-        scope: Scope,
-        subprotocol: str | None,
-        source: str | None,
-    ) -> None:
-        await websocket.accept(
-            subprotocol=subprotocol,
-            headers=[(b"acp-connection-id", conn.connection_id.encode())],
-        )
-        log.info(
-            "= %s: connected from %s as %s (%s, token from %s)",
-            conn.connection_id,
-            _peer(scope),
-            conn.principal,
-            conn.role,
-            source or "nowhere",
-        )
-        self.metrics.connections_opened.labels(conn.transport).inc()
-        client_code: list[int] = []
-
-        async def receive_text() -> str | None:
-            message = await websocket.receive()
-            if message["type"] == "websocket.disconnect":
-                client_code.append(int(message.get("code", 1005)))
-                return None
-            text = message.get("text")
-            if text is None:
-                log.info("! %s: binary frame refused, closing 1003", conn.connection_id)
-                conn.close(UNSUPPORTED_DATA, "binary frames are not accepted; send text")
-                return None
-            return str(text)
-
-        self.connections.add(conn)
-        try:
-            await conn.run(receive_text)
-        finally:
-            self.connections.discard(conn)
-            # The hub's own close code when it closed the connection, else the client's.
-            code = conn.outbox.close_code
-            self.metrics.closed(code if code is not None else next(iter(client_code), None))
-            log.info("= %s: disconnected", conn.connection_id)
 
     def start_connection(self, http: HttpConnection) -> None:
         """Run a Streamable HTTP client's connection in the hub's task group."""

@@ -44,6 +44,18 @@ KEEPALIVE_TIMEOUT = 1011
 class Outbox:
     """Ordered, byte-bounded frames for one client; see the module docstring."""
 
+    __slots__ = (
+        "_about",
+        "_closing",
+        "_done",
+        "_limit",
+        "_name",
+        "_queue",
+        "_queued_bytes",
+        "_wakeup",
+        "_writer",
+    )
+
     def __init__(self, writer: FrameWriter, limit: int, *, name: str = "client") -> None:
         self._writer = writer
         self._limit = limit

@@ -184,6 +184,16 @@ class FrameWriter(Protocol):
 class AsgiFrameWriter:
     """The general writer over an ASGI ``send``, with uvicorn's direct path when available."""
 
+    __slots__ = (
+        "_close_timeout",
+        "_closed",
+        "_plain",
+        "_proto",
+        "_send",
+        "_transport",
+        "_writable",
+    )
+
     def __init__(self, send: Send, *, close_timeout: float = CLOSE_TIMEOUT) -> None:
         self._send = send
         self._close_timeout = close_timeout
