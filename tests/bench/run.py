@@ -552,7 +552,7 @@ def _verdict(outcome: Outcome) -> Verdict:
         added = median(two) - median(one)
         return Verdict(
             "p99 ms, observers split over 2 nodes vs all on 1 (added)",
-            f"{median(two):.1f} vs {median(one):.1f} (+{added:.1f} ms)",
+            f"{median(two):.1f} vs {median(one):.1f} ({added:+.1f} ms)",
             "< 5 ms added",
             "",
             added < 5.0,
