@@ -3,15 +3,23 @@
 Verification, in this order, each failure a ``Refusal`` with a reason the UI can show:
 
 1. the token parses as a JWS (``malformed``);
-2. its ``iss`` names the hub or a configured issuer (``unknown_issuer``), whose algorithm
+2. every registered claim it carries has the type RFC 7519 gives it (``iss``, ``sub`` and
+   ``jti`` strings, ``aud`` a string or a list of strings, ``exp``/``nbf``/``iat`` finite
+   numbers) and every hub claim its own (``invalid_claims``), before any claim is used:
+   this is checked on the unverified claims, so a token of any shape, signed or not, is a
+   refusal and never an error of the hub's;
+3. its ``iss`` names the hub or a configured issuer (``unknown_issuer``), whose algorithm
    allow-list contains the header's ``alg`` (``algorithm``: this refuses ``alg: none`` and
    HS/RS confusion before any key is touched);
-3. its ``kid`` names a key of that issuer (``unknown_key``; the hub's own tokens carry the
+4. its ``kid`` names a key of that issuer (``unknown_key``; the hub's own tokens carry the
    key's id, so a token of a previous key is told apart from a forgery);
-4. PyJWT checks the signature (``bad_signature``, in constant time), ``exp`` (``expired``),
+5. PyJWT checks the signature (``bad_signature``, in constant time), ``exp`` (``expired``),
    ``nbf`` (``not_yet_valid``), ``aud`` (``wrong_audience``), ``iss`` (``wrong_issuer``) with
    the issuer's leeway, and that ``exp`` and ``sub`` are present (``missing_claim``);
-5. the claims have the right shapes (``invalid_claims``).
+6. the claims have the right shapes (``invalid_claims``).
+
+Nothing but a ``Refusal`` leaves ``verify``, whatever the token (tests/access property-test
+it over arbitrary JSON headers and claims).
 
 Claims (all but ``sub`` and ``exp`` optional): ``sub`` (the principal), ``name`` (shown to
 others; default the ``sub``), ``role`` (the ceiling; default ``viewer``; capped by the
@@ -37,6 +45,8 @@ from hub.settings import ROLES, Role, role_rank
 HUB_ALGORITHM = "HS256"
 MAX_TOKEN_BYTES = 8192
 MAX_LIST = 1000
+MAX_TIME = 1e15
+"""No NumericDate reaches it (about 31 million years): beyond, a claim is refused."""
 
 
 def parse_duration(text: str) -> float:
@@ -54,6 +64,36 @@ def parse_duration(text: str) -> float:
     if number <= 0 or number != number or number == float("inf"):
         raise ValueError(f"a duration must be positive: {text!r}")
     return number * factor
+
+
+_STRING_CLAIMS = ("iss", "sub", "jti", "name", "role", "lnk")
+_TIME_CLAIMS = ("exp", "nbf", "iat")
+
+
+def _is_time(value: Any) -> bool:
+    """Whether ``value`` is a NumericDate: a number (not a boolean) within a range any clock
+    reaches (NaN and the infinities compare false)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return -MAX_TIME < value < MAX_TIME
+
+
+def check_claim_types(claims: Mapping[str, Any]) -> None:
+    """``Refusal("invalid_claims")`` unless every claim the hub reads has its type: run on
+    the unverified claims, before any of them is used (a lookup keyed by an array ``iss``
+    would raise instead of refusing)."""
+    for key in _STRING_CLAIMS:
+        if key in claims and not isinstance(claims[key], str):
+            raise Refusal("invalid_claims", f'the "{key}" claim must be a string')
+    for key in _TIME_CLAIMS:
+        if key in claims and not _is_time(claims[key]):
+            raise Refusal("invalid_claims", f'the "{key}" claim must be a number of seconds')
+    aud = claims.get("aud")
+    if aud is not None and not (
+        isinstance(aud, str)
+        or (isinstance(aud, list) and len(aud) <= MAX_LIST and all(isinstance(a, str) for a in aud))
+    ):
+        raise Refusal("invalid_claims", 'the "aud" claim must be a string or a list of strings')
 
 
 def _id_set(claims: Mapping[str, Any], key: str, default: frozenset[str] | None) -> Any:
@@ -147,15 +187,28 @@ class TokenAuthority:
     def verify(self, token: str) -> Principal:
         """The principal ``token`` proves, or a ``Refusal`` (see the module docstring).
         Share-link state (revoked, used up) is checked by the caller (``hub.access.gate``)."""
-        if not token or len(token) > MAX_TOKEN_BYTES:
+        if not isinstance(token, str) or not token or len(token) > MAX_TOKEN_BYTES:
             raise Refusal("malformed", "the token is empty or too long")
+        try:
+            return self._verify(token)
+        except Refusal:
+            raise
+        except (TypeError, ValueError, OverflowError, KeyError, AttributeError):
+            # A shape no check above foresaw (PyJWT's own parsing included): still the
+            # client's token, so a refusal, never a traceback before authentication.
+            raise Refusal("malformed", "the token could not be read") from None
+
+    def _verify(self, token: str) -> Principal:
         try:
             header = jwt.get_unverified_header(token)
             unverified = jwt.decode(token, options={"verify_signature": False})
         except jwt.PyJWTError:
             raise Refusal("malformed", "the token is not a well-formed JWT") from None
+        if not isinstance(header, dict) or not isinstance(unverified, dict):
+            raise Refusal("malformed", "the token is not a well-formed JWT")
+        check_claim_types(unverified)
         iss = unverified.get("iss")
-        issuer = self.hub if iss == self.hub.iss else self.issuers.get(iss)  # type: ignore[arg-type]
+        issuer = self.hub if iss == self.hub.iss else self.issuers.get(str(iss))
         if issuer is None:
             raise Refusal("unknown_issuer", "the token's issuer is not one this hub trusts")
         alg = header.get("alg")
