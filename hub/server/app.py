@@ -33,7 +33,6 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from hub import __version__
 from hub.access.audit import NullAudit
 from hub.access.gate import Admission, Gate
 from hub.access.principal import Principal, Refusal
@@ -79,7 +78,7 @@ class RawSendMiddleware:
 
 # Probes and scrapers address a hub by its IP (a container's health check, a Kubernetes
 # probe, Prometheus): these routes answer whatever the Host, since they carry no session data
-# (and /metrics has its own token).
+# and no counts (/healthz and /readyz say only ok or not; /metrics has its own token).
 HOST_CHECK_EXEMPT = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
@@ -376,16 +375,11 @@ class HubApp:
         )
 
     async def health(self, request: Request) -> JSONResponse:
-        """``GET /healthz``: 200 while the process serves HTTP, with a summary."""
-        registry = self.registry
-        return JSONResponse(
-            {
-                "status": "ok" if registry is not None else "starting",
-                "version": __version__,
-                "sessions": 0 if registry is None else len(registry.sessions),
-                "connections": len(self.connections),
-            }
-        )
+        """``GET /healthz``: 200 ``{"status": "ok"}`` while the process serves HTTP
+        (``"starting"`` before the registry runs), and nothing else: it answers under any
+        ``Host``, so a DNS-rebinding page could read it. Counts and the version are on
+        ``/metrics``, behind its token."""
+        return JSONResponse({"status": "ok" if self.registry is not None else "starting"})
 
 
 class _AcpEndpoint:
