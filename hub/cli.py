@@ -50,6 +50,7 @@ from hub.agents.errors import AgentError
 from hub.agents.spec import AgentSpec, ConfigError, load_config, parse_agent_arg
 from hub.server import logs
 from hub.server.app import GOING_AWAY, HubApp, create_app
+from hub.server.proxies import uvicorn_proxy_options
 from hub.server.wsprotocol import FairWebSocketProtocol
 from hub.sessions.workspace import resolve_roots
 from hub.settings import ROLES, Settings
@@ -209,6 +210,15 @@ def _parser() -> argparse.ArgumentParser:
             "default: ACP_HUB_ALLOWED_HOSTS, comma-separated, else the config file's)",
         )
         p.add_argument(
+            "--trusted-proxy",
+            action="append",
+            default=[],
+            metavar="ADDR",
+            help="a reverse proxy's address or CIDR whose X-Forwarded-For/-Proto are believed "
+            "(repeatable; default: ACP_HUB_TRUSTED_PROXIES, comma-separated, else the config "
+            "file's; none by default)",
+        )
+        p.add_argument(
             "--auth",
             default=None,
             choices=["token", "none"],
@@ -313,6 +323,11 @@ def build(args: argparse.Namespace) -> tuple[Settings, dict[str, AgentSpec], str
         allowed = [h.strip() for h in os.environ.get("ACP_HUB_ALLOWED_HOSTS", "").split(",")]
     if any(allowed):
         overrides["allowed_hosts"] = [h for h in allowed if h]
+    proxies = list(getattr(args, "trusted_proxy", None) or [])
+    if not proxies:
+        proxies = [p.strip() for p in os.environ.get("ACP_HUB_TRUSTED_PROXIES", "").split(",")]
+    if any(proxies):
+        overrides["trusted_proxies"] = [p for p in proxies if p]
     store = args.store or os.environ.get("ACP_HUB_STORE")
     if store:
         overrides["store"] = store
@@ -435,6 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ws_ping_interval=settings.ping_interval,
         ws_ping_timeout=settings.ping_timeout,
         ws_per_message_deflate=False,
+        **uvicorn_proxy_options(settings),
         log_level=str(args.log_level).lower(),
         # uvicorn's records go to the hub's handler (format, client context, redaction)
         # instead of handlers of its own; its access log only when asked for (its request

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
+from ipaddress import ip_network
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
@@ -59,6 +60,11 @@ class Settings:
     Required on any other bind."""
     allowed_origins: tuple[str, ...] = ()
     """Browser origins besides the hub's own that may open ``/acp`` (with a credential)."""
+    trusted_proxies: tuple[str, ...] = ()
+    """Addresses or CIDRs (``10.0.0.0/8``) of the reverse proxies whose ``X-Forwarded-For`` and
+    ``X-Forwarded-Proto`` the hub believes (the client's address in logs and for
+    ``max_connections_per_address``, and its scheme). Empty, the default: none, loopback
+    included; every request's address is its socket's."""
     issuers: Mapping[str, Any] = field(default_factory=dict, repr=False)
     """External token issuers by name (``[hub.issuers.NAME]``, see docs/configuration.md)."""
     token_issuer: str = "acp-hub"
@@ -225,6 +231,13 @@ class Settings:
                 f"allowed_hosts is required when binding to {self.host!r}: the host names "
                 "clients use to reach the hub (DNS rebinding protection)"
             )
+        for proxy in self.trusted_proxies:
+            try:
+                ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"trusted_proxies: {proxy!r} is not an IP address or a CIDR network"
+                ) from None
         if self.default_role not in ROLES:
             raise ValueError(f"default_role must be one of {ROLES}")
         if self.prompt_policy not in PROMPT_POLICIES:

@@ -26,6 +26,7 @@ from websockets.exceptions import ConnectionClosed
 from hub.agents.spec import AgentSpec
 from hub.protocol.state import SessionState
 from hub.server.app import HubApp, create_app
+from hub.server.proxies import uvicorn_proxy_options
 from hub.server.wsprotocol import FairWebSocketProtocol
 from hub.settings import Settings
 from tests.credentials import owner_token, with_test_key
@@ -104,6 +105,7 @@ async def _serve(
         ws_ping_interval=settings.ping_interval,
         ws_ping_timeout=settings.ping_timeout,
         ws_per_message_deflate=False,
+        **uvicorn_proxy_options(settings),
         lifespan="on",
         log_level="warning",
         access_log=False,
