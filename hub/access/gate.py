@@ -159,6 +159,17 @@ class Gate:
             raise Refusal("missing", "this hub needs a credential (a token)")
         return self.authority.verify(token)
 
+    def leeway_of(self, principal: Principal) -> float:
+        """The seconds of clock skew the issuer of ``principal`` tolerates on ``exp``: how
+        long after its ``exp`` a credential still admits (``hub.server.expiry``)."""
+        authority = self.authority
+        if authority is None:
+            return 0.0
+        for issuer in authority.issuers.values():
+            if issuer.name == principal.issuer:
+                return issuer.leeway
+        return authority.hub.leeway
+
     def local_principal(self) -> Principal:
         return Principal(
             sub="local",

@@ -42,6 +42,7 @@ from hub.agents.supervisor import Supervisor
 from hub.server import transport
 from hub.server.caps import ConnectionCaps, Ticket
 from hub.server.connection import ClientConnection
+from hub.server.expiry import Expiries
 from hub.server.logs import client_context
 from hub.server.metrics import HubMetrics
 from hub.server.streamable import HttpConnection, StreamableHttp, base_url_of
@@ -142,6 +143,8 @@ class HubApp:
         self.principals: dict[ClientConnection, Principal] = {}
         """The principal that admitted each open connection (WebSocket and HTTP)."""
         self.gate.on_revoke.append(self.close_revoked)
+        self.expiries = Expiries(self.gate.leeway_of)
+        """Every open connection's credential deadline; each is closed as it passes."""
         self.caps = ConnectionCaps(
             total=settings.max_connections,
             per_address=settings.max_connections_per_address,
@@ -182,6 +185,7 @@ class HubApp:
                 self.registry = registry
                 self._http_tasks = http_tasks
                 http_tasks.start_soon(self.http.run, name="http connection places")
+                http_tasks.start_soon(self.expiries.run, name="credential expiry")
                 try:
                     yield
                 finally:
@@ -240,6 +244,7 @@ class HubApp:
             base_url=base_url_of(scope),
         )
         self.principals[conn] = principal
+        self.expiries.watch(conn, principal)
         # Every log line of this connection's tasks names it (hub.server.logs).
         with client_context(conn.connection_id, conn.principal):
             try:
@@ -283,6 +288,7 @@ class HubApp:
                     log.info("= %s: disconnected", conn.connection_id)
             finally:
                 self.principals.pop(conn, None)
+                self.expiries.forget(conn)
                 ticket.release()
 
     def start_connection(self, http: HttpConnection) -> None:
@@ -292,6 +298,8 @@ class HubApp:
             self.http.forget(http)
             self._release(http.conn)
             return
+
+        self.expiries.watch(http.conn, http.conn.access)
 
         async def serve() -> None:
             conn = http.conn
@@ -303,12 +311,19 @@ class HubApp:
                     await http.run()
                 finally:
                     self.connections.discard(conn)
+                    self.expiries.forget(conn)
                     self.http.forget(http)
                     self._release(conn)
                     self.metrics.closed(conn.outbox.close_code)
                     log.info("= %s: HTTP connection closed", conn.connection_id)
 
         self._http_tasks.start_soon(serve, name=f"http {http.connection_id}")
+
+    def renew(self, conn: ClientConnection, presented: Principal) -> None:
+        """A later request of ``conn`` carries ``presented``: a fresh token of the same grant
+        moves the connection's expiry (``hub.server.expiry``)."""
+        if self.expiries.renew(conn, conn.access, presented):
+            log.info("= %s: its credential was renewed", conn.connection_id)
 
     def close_revoked(self, link_id: str) -> int:
         """Close (1008) every connection the share link ``link_id`` admitted."""

@@ -410,6 +410,12 @@ class ClientConnection:
         self._leave_reason = "revoked"
         self.close(POLICY_CLOSE, reason)
 
+    def expire(self) -> None:
+        """The credential that admitted this client expired (``hub.server.expiry``): close
+        with 1008, reason ``expired``; the sessions it leaves show ``expired`` in presence."""
+        self._leave_reason = "expired"
+        self.close(POLICY_CLOSE, "expired")
+
     def _check_role(self, method: str, params: dict[str, Any]) -> RpcError | None:
         """The refusal of ``method``: ``-32002`` when it names a session outside the
         credential's ``sessions`` (as if it did not exist), ``-32040`` when the caller's role

@@ -166,6 +166,7 @@ async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
             "grantedRole": conn.granted_role,
             "sessionScope": "*" if conn.access.sessions is None else sorted(conn.access.sessions),
             "link": conn.access.link_id,
+            "expiresAt": conn.access.expires_at,
             "name": conn.name,
             "agents": agents,
             "defaultAgent": supervisor.default_name,

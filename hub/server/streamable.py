@@ -239,6 +239,8 @@ class HubLike(Protocol):
 
     def start_connection(self, http: HttpConnection) -> None: ...
 
+    def renew(self, conn: ClientConnection, presented: Principal) -> None: ...
+
 
 class StreamableHttp:
     """The ASGI endpoint of ``POST``, ``GET`` (without ``Upgrade``) and ``DELETE`` on ``/acp``."""
@@ -297,6 +299,7 @@ class StreamableHttp:
         if http.conn.principal != admission.principal.sub:
             # Another principal's connection is none of this one's business: as unknown.
             return json_error(404, "unknown or closed connection: initialize again")
+        self.hub.renew(http.conn, admission.principal)  # a fresh token moves its expiry
         return http
 
     # -- another node's connections --------------------------------------------------------

@@ -161,6 +161,7 @@ class AcpClient:
     requests: list[dict[str, Any]] = field(default_factory=list)
     cancelled: set[Any] = field(default_factory=set)
     close_code: int | None = None
+    close_reason: str | None = None
     _next_id: int = 100
     _responses: dict[Any, dict[str, Any]] = field(default_factory=dict)
     _changed: anyio.Event = field(default_factory=anyio.Event)
@@ -182,6 +183,7 @@ class AcpClient:
         finally:
             rcvd = self.ws.protocol.close_rcvd
             self.close_code = rcvd.code if rcvd is not None else 1006
+            self.close_reason = rcvd.reason if rcvd is not None else None
             self._changed.set()
 
     def _record(self, entry: dict[str, Any]) -> None:
