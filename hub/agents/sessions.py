@@ -71,6 +71,10 @@ class AgentSession:
             scope.cancel()
 
 
+MAX_BOUND_ELICITATIONS = 1024
+"""URL elicitations of one agent whose session the hub remembers for ``elicitation/complete``."""
+
+
 class SessionTable:
     """The registered sessions of one agent, the lost ones, and URL elicitations in flight."""
 
@@ -135,9 +139,14 @@ class SessionTable:
 
     def bind_elicitation(self, elicitation_id: object, session_id: object) -> None:
         """Remember which session a URL elicitation belongs to (its ``complete`` names only
-        the elicitation)."""
+        the elicitation), until its ``complete`` or the session goes, and for at most
+        ``MAX_BOUND_ELICITATIONS`` of the agent's elicitations (the oldest is forgotten first:
+        ``complete`` is optional, an agent may never send it)."""
         if isinstance(elicitation_id, str) and self.get(session_id) is not None:
             assert isinstance(session_id, str)
+            self._elicitations.pop(elicitation_id, None)
+            while len(self._elicitations) >= MAX_BOUND_ELICITATIONS:
+                del self._elicitations[next(iter(self._elicitations))]
             self._elicitations[elicitation_id] = session_id
 
     def elicitation_session(self, elicitation_id: object) -> AgentSession | None:

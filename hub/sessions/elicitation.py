@@ -8,10 +8,19 @@ who prompted): the sender of the turn in progress when it may answer
 (``accept`` / ``decline`` / ``cancel``) goes to the agent; an error answer, or the client
 detaching first, answers ``cancel``. ``elicitation/complete`` is relayed to the client that was
 asked.
+
+An agent may send ``elicitation/complete`` for a URL elicitation (or never: it is optional), so
+the client asked is remembered by elicitation id until then, within bounds: a client that
+detaches is forgotten with everything it was asked, at most ``MAX_AWAITED_COMPLETIONS``
+elicitations per session are remembered (the oldest is forgotten first), and none for longer
+than ``COMPLETION_TTL`` seconds; the memory goes with the session. A completion that comes
+later is dropped, as ACP lets a client ignore an unknown id.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -24,13 +33,21 @@ if TYPE_CHECKING:
     from hub.sessions.session import Session
 
 
+MAX_AWAITED_COMPLETIONS = 64
+"""URL elicitations of one session whose ``elicitation/complete`` the hub waits for at most."""
+COMPLETION_TTL = 3600.0
+"""Seconds an elicitation's ``elicitation/complete`` is waited for at most."""
+
+
 class Elicitations:
     """The elicitations of one session waiting for an answer; see the module docstring."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._session = session
-        self._targets: dict[str, ClientHandle] = {}
-        """The client asked, by elicitation id (for ``elicitation/complete``)."""
+        self._clock = clock
+        self._targets: dict[str, tuple[ClientHandle, float]] = {}
+        """The client asked and when, by elicitation id (for ``elicitation/complete``), oldest
+        first."""
         self._asked: dict[str, list[tuple[Any, anyio.Event]]] = {}
         """Elicitations waiting for an answer, by the client asked."""
 
@@ -55,7 +72,7 @@ class Elicitations:
 
         elicitation_id = params.get("elicitationId")
         if isinstance(elicitation_id, str):
-            self._targets[elicitation_id] = target
+            self._remember(elicitation_id, target)
         request_id = target.request(
             "elicitation/create", {**params, "sessionId": session.id}, on_reply
         )
@@ -89,17 +106,43 @@ class Elicitations:
                 return attachment.client
         return None
 
+    @property
+    def awaited(self) -> int:
+        """How many elicitations' ``elicitation/complete`` the session still waits for."""
+        self._expire()
+        return len(self._targets)
+
+    def _remember(self, elicitation_id: str, target: ClientHandle) -> None:
+        self._expire()
+        self._targets.pop(elicitation_id, None)  # a reused id counts as the newest
+        while len(self._targets) >= MAX_AWAITED_COMPLETIONS:
+            del self._targets[next(iter(self._targets))]
+        self._targets[elicitation_id] = (target, self._clock())
+
+    def _expire(self) -> None:
+        oldest = self._clock() - COMPLETION_TTL
+        while self._targets:
+            first = next(iter(self._targets))
+            if self._targets[first][1] > oldest:
+                return
+            del self._targets[first]
+
     def complete(self, params: dict[str, Any]) -> None:
         """``SessionSink.on_elicitation_complete``: relay it to the client that was asked."""
+        self._expire()
         elicitation_id = params.get("elicitationId")
-        target = (
-            self._targets.pop(elicitation_id, None) if isinstance(elicitation_id, str) else None
-        )
+        entry = self._targets.pop(elicitation_id, None) if isinstance(elicitation_id, str) else None
+        target = entry[0] if entry is not None else None
         if target is not None and target.client_id in self._session.attached:
             target.notify("elicitation/complete", params)
 
     def forget_client(self, client: ClientHandle) -> None:
-        """``client`` detached: what it was asked is withdrawn and answered ``cancel``."""
+        """``client`` detached: what it was asked is withdrawn and answered ``cancel``, and
+        no ``elicitation/complete`` is kept for it any more."""
         for request_id, done in list(self._asked.get(client.client_id, ())):
             client.withdraw(request_id)
             done.set()  # answered `cancel`
+        for elicitation_id in [
+            e for e, (target, _) in self._targets.items() if target.client_id == client.client_id
+        ]:
+            del self._targets[elicitation_id]

@@ -717,6 +717,7 @@ class TurnRunner:
             "title": self.cmd_title,
             "permission": self.cmd_permission,
             "elicit": self.cmd_elicit,
+            "elicit-url": self.cmd_elicit_url,
             "sleep": self.cmd_sleep,
             "hang": self.cmd_hang,
             "ignore-cancel": self.cmd_ignore_cancel,
@@ -1116,6 +1117,23 @@ class TurnRunner:
             if "content" in result:
                 report += " " + json.dumps(result["content"], sort_keys=True)
         self.chunk("agent_message_chunk", message_id, report)
+
+    def cmd_elicit_url(self, rest: str) -> None:
+        # URL elicitations one after the other, none ever completed (`complete` is optional).
+        prefix, _, count = rest.strip().partition(" ")
+        answers: list[str] = []
+        for n in range(int(count or "1")):
+            params: Json = {
+                "sessionId": self.session.session_id,
+                "mode": "url",
+                "elicitationId": f"{prefix}-{n}",
+                "url": f"https://example.com/authorize/{prefix}-{n}",
+                "message": "Open this page to authorize",
+            }
+            response = self.blocked("elicitation/create", params)
+            result = response.get("result") or {}
+            answers.append(str(result.get("action", "error")))
+        self.chunk("agent_message_chunk", self.session.next_id("msg"), f"elicit-url: {answers}")
 
     def cmd_sleep(self, rest: str) -> None:
         self.wait(float(rest))
