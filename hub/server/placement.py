@@ -80,6 +80,8 @@ class Placements:
         self.ttl = ttl
         self.local: dict[str, Place] = {}
         """The places of the connections this node holds (what the renewal writes)."""
+        self._open: set[str] = set()
+        """The connections opened here and not forgotten yet: only these may be placed."""
         self._ended: list[str] = []
         self._wakeup = anyio.Event()
 
@@ -87,9 +89,17 @@ class Placements:
     def node(self) -> str:
         return self.store.node
 
+    def open(self, connection_id: str) -> None:
+        """A connection opens here: it may be placed until it is forgotten."""
+        self._open.add(connection_id)
+
     async def place(self, connection_id: str, url: str, principal: str) -> None:
         """Record that this node holds ``connection_id`` (reached at ``url``); a store that
-        does not answer is logged, and the renewal writes the record when it answers again."""
+        does not answer is logged, and the renewal writes the record when it answers again.
+        A connection that ended already (forgotten before its ``initialize`` was answered) is
+        not placed: its record would be renewed for as long as the node lives."""
+        if connection_id not in self._open:
+            return
         place = Place(self.node, url, principal)
         self.local[connection_id] = place
         try:
@@ -99,6 +109,7 @@ class Placements:
 
     def forget(self, connection_id: str) -> None:
         """The connection ended: its record is dropped by the renewal task, soon."""
+        self._open.discard(connection_id)
         if self.local.pop(connection_id, None) is not None:
             self._ended.append(connection_id)
             self._wakeup.set()

@@ -447,6 +447,8 @@ class StreamableHttp:
         )
         self.hub.tickets[http.conn] = ticket
         self.connections[http.connection_id] = http
+        if self.placements is not None:
+            self.placements.open(http.connection_id)
         self.hub.principals[http.conn] = principal
         self.hub.start_connection(http)
         http.outbox.hold_answer(request_id)
