@@ -6,6 +6,7 @@ them. The config file's ``[hub]`` table uses the same names as the fields below.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from ipaddress import ip_network
@@ -152,7 +153,13 @@ class Settings:
     mcp_servers: McpPolicy = "owner"
     """Who may pass ``mcpServers`` to an agent: ``none``, ``owner`` or ``any``."""
     mcp_commands: tuple[str, ...] = ()
-    """When not empty, the only commands a stdio MCP server entry may run."""
+    """When not empty, the only commands a stdio MCP server entry may run: each entry a
+    command, alone (any arguments) or with its argument patterns (shell words, globs; a last
+    ``**``: any further arguments). Its ``env`` may then not set ``LD_*``, ``PATH``,
+    ``NODE_OPTIONS``, ``PYTHON*`` and the like (``hub.sessions.workspace.DENIED_ENV``)."""
+    mcp_allowed_env: tuple[str, ...] = ()
+    """Variables (names or globs) an MCP server entry may set under ``mcp_commands`` although
+    they are in the denied list."""
     max_connections: int = 8192
     """Client connections the hub holds at once (WebSocket and Streamable HTTP); beyond it new
     ones are refused before the upgrade with HTTP 503."""
@@ -264,6 +271,13 @@ class Settings:
             )
         if self.mcp_servers not in MCP_POLICIES:
             raise ValueError(f"mcp_servers must be one of {MCP_POLICIES}")
+        for command in self.mcp_commands:
+            try:
+                words = shlex.split(command)
+            except ValueError as exc:
+                raise ValueError(f"mcp_commands entry {command!r}: {exc}") from None
+            if not words:
+                raise ValueError("mcp_commands entries must name a command")
         for name in (
             "max_sessions",
             "max_sessions_per_principal",

@@ -264,7 +264,12 @@ async def _session_new(conn: ClientConnection, params: dict[str, Any]) -> Result
             servers,
             policy=settings.mcp_servers,
             commands=settings.mcp_commands,
-            is_owner=conn.role == "owner",
+            # The hub's own owners (its signed owner tokens, or everyone with auth off), not
+            # an external issuer's owners or a share link: those need `mcp_servers = "any"`.
+            is_owner=conn.role == "owner"
+            and conn.access.issuer in ("hub", "none")
+            and conn.access.link_id is None,
+            allowed_env=settings.mcp_allowed_env,
         )
     except workspace.WorkspaceRefusal as exc:
         if exc.kind == "invalid":

@@ -142,3 +142,69 @@ def test_malformed_mcp_lists_are_invalid() -> None:
         [{"name": "x", "command": ["sh"]}], policy="any", commands=("sh",), is_owner=True
     )
     assert refused.kind == "forbidden"
+
+
+def stdio(command: str, args: list[str], env: dict[str, str] | None = None) -> dict[str, object]:
+    return {
+        "type": "stdio",
+        "name": "x",
+        "command": command,
+        "args": args,
+        "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
+    }
+
+
+def mcp_check(servers: list[dict[str, object]], commands: tuple[str, ...], **kw: object) -> str:
+    """``ok``, or the refusal's kind and message."""
+    try:
+        check_mcp_servers(servers, policy="any", commands=commands, is_owner=True, **kw)  # type: ignore[arg-type]
+    except WorkspaceRefusal as refusal:
+        return f"{refusal.kind}: {refusal.message}"
+    return "ok"
+
+
+def test_mcp_commands_entries_may_pin_the_arguments() -> None:
+    git = ("uvx mcp-server-git",)
+    assert mcp_check([stdio("uvx", ["mcp-server-git"])], git) == "ok"
+    assert mcp_check([stdio("uvx", ["evil-package"])], git).startswith("forbidden: the arguments")
+    assert mcp_check([stdio("uvx", ["mcp-server-git", "--x"])], git).startswith("forbidden")
+    assert mcp_check([stdio("uvx", [])], git).startswith("forbidden")
+    # Globs per word, and `**` for any further arguments.
+    fs = ("npx -y '@modelcontextprotocol/server-*' **",)
+    assert mcp_check([stdio("npx", ["-y", "@modelcontextprotocol/server-fs", "/srv"])], fs) == "ok"
+    assert mcp_check([stdio("npx", ["-y", "@modelcontextprotocol/server-fs"])], fs) == "ok"
+    assert mcp_check([stdio("npx", ["-y", "evil"])], fs).startswith("forbidden")
+    assert mcp_check([stdio("npx", ["-e", "process.exit()"])], fs).startswith("forbidden")
+    # A command alone admits any arguments (its own business), as before.
+    assert mcp_check([stdio("sh", ["-c", "id"])], ("sh",)) == "ok"
+    # Several entries for one command: any of them may admit.
+    both = ("uvx mcp-server-git", "uvx mcp-server-time")
+    assert mcp_check([stdio("uvx", ["mcp-server-time"])], both) == "ok"
+
+
+def test_mcp_commands_refuse_environment_variables_that_change_what_runs() -> None:
+    sh = ("sh",)
+    for name in ("LD_PRELOAD", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES", "NODE_OPTIONS"):
+        assert mcp_check([stdio("sh", [], {name: "/tmp/x"})], sh).startswith("forbidden"), name
+    for name in ("PATH", "PYTHONPATH", "PYTHONSTARTUP", "BASH_ENV", "ld_preload", "HOME"):
+        assert mcp_check([stdio("sh", [], {name: "/tmp/x"})], sh).startswith("forbidden"), name
+    assert mcp_check([stdio("sh", [], {"GITHUB_TOKEN": "t", "LOG_LEVEL": "debug"})], sh) == "ok"
+    # Unless the operator allows them by name or glob.
+    allowed = mcp_check([stdio("sh", [], {"PATH": "/opt/bin"})], sh, allowed_env=("PATH",))
+    assert allowed == "ok"
+    allowed = mcp_check([stdio("sh", [], {"PYTHONPATH": "/x"})], sh, allowed_env=("PYTHON*",))
+    assert allowed == "ok"
+    # A name that is no variable name is malformed.
+    assert mcp_check([stdio("sh", [], {"A=B": "c"})], sh).startswith("invalid")
+    # Without mcp_commands any command may run anyway: the environment is not checked.
+    assert mcp_check([stdio("sh", [], {"LD_PRELOAD": "/tmp/x"})], ()) == "ok"
+
+
+def test_mcp_commands_entries_must_be_shell_words() -> None:
+    from hub.settings import Settings
+
+    assert Settings().merged({"mcp_commands": ["npx -y pkg **"]}).mcp_commands == ("npx -y pkg **",)
+    with pytest.raises(ValueError, match="mcp_commands entry"):
+        Settings().merged({"mcp_commands": ["npx 'unclosed"]})
+    with pytest.raises(ValueError, match="must name a command"):
+        Settings().merged({"mcp_commands": ["  "]})
