@@ -83,6 +83,8 @@ def check_claim_types(claims: Mapping[str, Any]) -> None:
     the unverified claims, before any of them is used (a lookup keyed by an array ``iss``
     would raise instead of refusing)."""
     for key in _STRING_CLAIMS:
+        if key == "name" and claims.get(key) is None:
+            continue  # a user without a display name: shown by its `sub`
         if key in claims and not isinstance(claims[key], str):
             raise Refusal("invalid_claims", f'the "{key}" claim must be a string')
     for key in _TIME_CLAIMS:

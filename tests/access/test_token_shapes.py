@@ -151,3 +151,10 @@ def test_a_claim_of_the_wrong_type_is_refused_before_it_is_used(claim: str, valu
         AUTHORITY.verify(_token({"alg": "HS256", "kid": KEY.kid}, body, SECRET))
     assert info.value.code == "invalid_claims"
     assert f'"{claim}"' in info.value.message
+
+
+def test_a_null_name_is_shown_as_the_sub() -> None:
+    now = int(time.time())
+    body = {"iss": "acp-hub", "aud": "acp-hub", "sub": "x", "exp": now + 60, "name": None}
+    principal = AUTHORITY.verify(_token({"alg": "HS256", "kid": KEY.kid}, body, SECRET))
+    assert principal.name == "x"
