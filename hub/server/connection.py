@@ -644,8 +644,10 @@ class ClientConnection:
         message_id: str | None = None,
     ) -> dict[str, Any]:
         """``Session.attach`` this client, and the part every attaching answer shares: the
-        config options (v1: and modes) and ``_meta["acp-hub"]`` with the cursor and the
-        agent's name. The client is announced once the answer is queued."""
+        session's id (a Streamable HTTP client opens the session's stream when it sees it,
+        as the transport RFD's resume flow shows), the config options (v1: and modes) and
+        ``_meta["acp-hub"]`` with the cursor and the agent's name. The client is announced
+        once the answer is queued."""
         self.sessions[session.id] = session
         cursor = session.attach(
             self,
@@ -656,7 +658,8 @@ class ClientConnection:
             message_id=message_id,
         )
         self._announce.append(session)
-        result = self.config_result(session.config_options)
+        result: dict[str, Any] = {"sessionId": session.id}
+        result.update(self.config_result(session.config_options))
         result["_meta"] = {"acp-hub": {**cursor, "agent": session.agent_name}}
         return result
 
