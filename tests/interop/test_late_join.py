@@ -72,11 +72,8 @@ async def test_a_late_sdk_client_catches_up_on_a_session(transport: str, how: st
                 # session/resume from a cursor before the first event (the hub's
                 # ``_meta["acp-hub"].after``): everything after it is replayed.
                 epoch = owner.session_updates(session_id)[0]["_meta"]["acp-hub"]["epoch"]
-                await conn.resume_session(
-                    cwd="/tmp",
-                    session_id=session_id,
-                    **{"acp-hub": {"after": {"epoch": epoch, "seq": 0}}},
-                )
+                meta: dict[str, Any] = {"acp-hub": {"after": {"epoch": epoch, "seq": 0}}}
+                await conn.resume_session(cwd="/tmp", session_id=session_id, **meta)
             await _changed(editor, lambda: "all done" in _texts(editor.updates))
             assert _texts(editor.updates) == expected
         finally:
