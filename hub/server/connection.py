@@ -72,6 +72,7 @@ from hub.protocol.errors import (
 from hub.protocol.idmap import IdMap
 from hub.protocol.jsonrpc import RequestId
 from hub.server import watch
+from hub.server.extensions import extension_handler
 from hub.server.methods import ASYNC_METHODS, SYNC_METHODS, AsyncHandler, SyncHandler
 from hub.server.outbox import Outbox
 from hub.server.ratelimit import TokenBucket
@@ -502,7 +503,7 @@ class ClientConnection:
             reply(self._run_sync(entry.id, sync, params))
             self._flush_announcements()
             return
-        handler = ASYNC_METHODS.get(method)
+        handler = ASYNC_METHODS.get(method) or extension_handler(method)
         if handler is None:
             self.mistake("unknown method %s", method)
             reply(jsonrpc.error(entry.id, method_not_found(method)))

@@ -352,6 +352,10 @@ class Cluster:
             elif op == "close":
                 await self.registry.close(client, session, delete=bool(params.get("delete")))
                 reply["result"] = None
+            elif op == "extension":
+                reply["result"] = await session.extension(
+                    client, str(params.get("method")), params.get("params") or {}
+                )
             elif op == "method":
                 reply["result"] = run_method(
                     session, client, str(params.get("method")), params.get("params") or {}
