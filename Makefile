@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8765
 
-.PHONY: demo serve test lint typecheck unit peers bench bench-quick clean
+.PHONY: demo serve test lint typecheck unit peers bench bench-quick matrix clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ bench: $(VENV)/.installed-test
 ## make bench-quick: a short smoke run of the same scenarios (correctness only)
 bench-quick: $(VENV)/.installed-test
 	$(BIN)/python -m tests.bench.run --quick
+
+## make matrix: run the conformance matrix and write its table into docs/protocol.md
+matrix: peers
+	PYTHONPATH=. $(BIN)/python -m tests.interop.matrix --write
 
 clean:
 	rm -rf $(VENV) tests/peers/node_modules tests/peers/cache .coverage

@@ -160,6 +160,12 @@ class Settings:
     mcp_allowed_env: tuple[str, ...] = ()
     """Variables (names or globs) an MCP server entry may set under ``mcp_commands`` although
     they are in the denied list."""
+    extension_roles: Mapping[str, Any] = field(default_factory=dict)
+    """Methods the hub does not handle itself are passed to the session's agent (ACP's
+    extension surface, ``docs/protocol.md``); each needs ``driver`` unless this table names
+    another role for it (``{ "_acme/read_only" = "viewer" }``). A method named here may also
+    be sent without a ``sessionId``: it then goes to the default agent, for a credential
+    that covers every session and that agent."""
     max_connections: int = 8192
     """Client connections the hub holds at once (WebSocket and Streamable HTTP); beyond it new
     ones are refused before the upgrade with HTTP 503."""
@@ -217,7 +223,7 @@ class Settings:
             if isinstance(current, float) and isinstance(value, int):
                 value = float(value)
             if not isinstance(value, type(current)) and not (
-                key == "issuers" and isinstance(value, Mapping)
+                key in ("issuers", "extension_roles") and isinstance(value, Mapping)
             ):
                 raise ValueError(f"hub setting {key!r} must be {type(current).__name__}")
             clean[key] = value
@@ -269,6 +275,11 @@ class Settings:
                 f"metrics_token must be at least {METRICS_TOKEN_MIN} printable ASCII characters "
                 "without spaces"
             )
+        for method, role in self.extension_roles.items():
+            if not isinstance(method, str) or not method or method.startswith(("_hub", "$/")):
+                raise ValueError(f"extension_roles: {method!r} is not an extension method")
+            if role not in ROLES:
+                raise ValueError(f"extension_roles: the role of {method!r} must be one of {ROLES}")
         if self.mcp_servers not in MCP_POLICIES:
             raise ValueError(f"mcp_servers must be one of {MCP_POLICIES}")
         for command in self.mcp_commands:

@@ -581,6 +581,18 @@ class Agent:
         dialect = await self._ready()
         await dialect.set_mode(self._sessions.require(session_id), mode_id)
 
+    async def extension(self, session_id: str | None, method: str, params: dict[str, Any]) -> Any:
+        """A request the hub does not handle itself (ACP's extension surface: ``_vendor/...``
+        methods, session methods the hub has no entry for), passed to the agent as the client
+        sent it but for ``sessionId``, which becomes the agent's session id (``None``: a
+        method configured to need no session). Unknown methods are not translated between
+        versions: they pass unchanged. Returns the agent's result; ``AgentError`` with the
+        agent's own error, or when it does not answer within ``response_timeout``."""
+        dialect = await self._ready()
+        if session_id is not None:
+            params = {**params, "sessionId": self._sessions.require(session_id).session_id}
+        return await dialect.conn.request(method, params, deadline=True)
+
 
 def _describe(code: int | None, sig: str | None) -> str:
     if sig is not None:

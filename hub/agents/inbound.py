@@ -12,7 +12,10 @@ One ``Inbound`` per process, called by its connection's reader (``hub.agents.con
   counts as approval. ``elicitation/complete`` goes to the sink that was asked.
 * ``_``-prefixed notifications naming a session go to its sink; others are logged. The
   hub's own (``_hub/...``) are never accepted from an agent.
-* ``fs/*`` and ``terminal/*`` (the hub offers neither) and other requests: ``-32601``.
+* Other requests naming a registered session (``sessionId``) go to its sink
+  (``on_extension_request``: the client whose prompt runs, or the lease holder, answers);
+  ``fs/*`` and ``terminal/*`` (the hub offers neither), the hub's own ``_hub/...`` and
+  requests naming no session: ``-32601``.
 """
 
 from __future__ import annotations
@@ -123,6 +126,10 @@ class Inbound:
             logger.warning(
                 "! agent %s asked for %s, which the hub does not offer", self.name, method
             )
+        elif not method.startswith(("_hub", "$/")) and (
+            entry := self.sessions.get(params.get("sessionId"))
+        ):
+            return await entry.sink.on_extension_request(method, params)
         else:
             logger.info("= agent %s: request %s not served", self.name, method)
         raise AgentError(method_not_found(method))

@@ -17,8 +17,10 @@ Methods by type (https://agentclientprotocol.com/rfds/auth-methods):
 
 * ``agent``: the agent logs itself in when asked (API keys it reads, a stored login);
 * ``env_var`` (older agents): the agent reads variables from its environment. Agents do not
-  inherit the hub's environment, so the variables must be in the definition's ``env``;
-  the hub checks that they are before it asks, and says which are missing;
+  inherit the hub's environment, so the variables are usually in the definition's ``env``;
+  when they are not there, the hub warns (naming them) and asks all the same, since a
+  wrapper (``command = "env"``, a script that exports a key) may set them: the agent's own
+  answer decides, and a refusal's message gets the hint;
 * ``terminal``: an interactive program on the hub's host (``acp-hub agent-login NAME``),
   never passed to a login request.
 
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import anyio
@@ -46,6 +48,7 @@ __all__ = [
     "LoginStatus",
     "describe_methods",
     "env_var_names",
+    "env_var_warning",
     "find_method",
     "login_problem",
     "login_required",
@@ -123,10 +126,10 @@ def login_problem(
 ) -> str | None:
     """Why the hub will not ask ``agent`` to log in with ``method_id``, or ``None``.
 
-    A terminal method is never passed to a login request; an ``env_var`` method needs its
-    variables in the definition's ``env``; with ``must_be_advertised`` (a configured login)
-    an id the agent did not advertise is refused too. An unknown id from an owner goes to
-    the agent, whose own answer says what is wrong.
+    A terminal method is never passed to a login request; with ``must_be_advertised`` (a
+    configured login) an id the agent did not advertise is refused too. An unknown id from
+    an owner goes to the agent, whose own answer says what is wrong, and so does an
+    ``env_var`` method whose variables the definition's ``env`` lacks (``env_var_warning``).
     """
     method = find_method(methods, method_id)
     if method is None:
@@ -142,15 +145,27 @@ def login_problem(
             f"agent '{agent}': {method_id!r} is a terminal login: run `acp-hub agent-login "
             f"{agent}` on the hub's host"
         )
-    if kind == "env_var":
-        missing = [name for name in env_var_names(method) if not env.get(name)]
-        if missing:
-            return (
-                f"agent '{agent}': login {method_id!r} reads {', '.join(missing)}, which "
-                f"[agents.{agent}] env does not set (agents do not inherit the hub's "
-                "environment)"
-            )
     return None
+
+
+def env_var_warning(
+    agent: str, env: Mapping[str, str], methods: Sequence[Mapping[str, Any]], method_id: str
+) -> str | None:
+    """What to warn of before an ``env_var`` login whose variables the definition's ``env``
+    does not set, or ``None``. Only a warning: the agent may get them from a wrapper (its
+    command ``env KEY=... agent``, a script that exports them), so the login is sent and the
+    agent's answer decides."""
+    method = find_method(methods, method_id)
+    if method is None or method.get("type") != "env_var":
+        return None
+    missing = [name for name in env_var_names(method) if not env.get(name)]
+    if not missing:
+        return None
+    return (
+        f"agent '{agent}': login {method_id!r} reads {', '.join(missing)}, which "
+        f"[agents.{agent}] env does not set (agents do not inherit the hub's environment; "
+        "a wrapper command may set it)"
+    )
 
 
 def login_required(
@@ -258,9 +273,19 @@ class Login:
         )
         if problem is not None:
             raise refused(self.name, problem)
+        warning = env_var_warning(self.name, self._spec.env, dialect.auth_methods, method_id)
+        if warning is not None:
+            logger.warning("! %s", warning)
         method, params = dialect.login_request(method_id, dict(meta) if meta else None)
         logger.info("= agent %s: logging in (%s %s)", self.name, method, method_id)
-        await dialect.conn.request(method, params)
+        try:
+            await dialect.conn.request(method, params)
+        except AgentError as exc:
+            if warning is None:
+                raise
+            # The agent's refusal decides; the hint says what the hub suspects.
+            hinted = replace(exc.error, message=f"{exc.error.message} ({warning})")
+            raise AgentError(hinted) from None
 
     def _set(self, status: LoginStatus) -> None:
         changed = status != self.status

@@ -22,6 +22,10 @@ agent's reader:
   ``{"status": "restarted"}`` after the session was re-attached to a new process, and
   ``{"status": "lost", "message": ...}`` when it could not be (the sink is then dropped).
 * ``on_extension`` receives ``_``-prefixed notifications whose params name this session.
+* ``on_extension_request`` serves a request of the agent whose method the hub does not know
+  and whose params name this session (in a task of its own, like ``on_permission``): it
+  returns the result to answer, or raises ``AgentError`` to answer an error (``-32601`` when
+  no client can take it).
 """
 
 from __future__ import annotations
@@ -45,3 +49,5 @@ class SessionSink(Protocol):
     def on_agent_event(self, event: dict[str, Any]) -> None: ...
 
     def on_extension(self, method: str, params: dict[str, Any]) -> None: ...
+
+    async def on_extension_request(self, method: str, params: dict[str, Any]) -> Any: ...

@@ -72,6 +72,7 @@ from hub.protocol.errors import (
 from hub.protocol.idmap import IdMap
 from hub.protocol.jsonrpc import RequestId
 from hub.server import watch
+from hub.server.extensions import extension_handler
 from hub.server.methods import ASYNC_METHODS, SYNC_METHODS, AsyncHandler, SyncHandler
 from hub.server.outbox import Outbox
 from hub.server.ratelimit import TokenBucket
@@ -508,7 +509,7 @@ class ClientConnection:
             reply(self._run_sync(entry.id, sync, params))
             self._flush_announcements()
             return
-        handler = ASYNC_METHODS.get(method)
+        handler = ASYNC_METHODS.get(method) or extension_handler(method)
         if handler is None:
             self.mistake("unknown method %s", method)
             reply(jsonrpc.error(entry.id, method_not_found(method)))
@@ -650,8 +651,10 @@ class ClientConnection:
         message_id: str | None = None,
     ) -> dict[str, Any]:
         """``Session.attach`` this client, and the part every attaching answer shares: the
-        config options (v1: and modes) and ``_meta["acp-hub"]`` with the cursor and the
-        agent's name. The client is announced once the answer is queued."""
+        session's id (a Streamable HTTP client opens the session's stream when it sees it,
+        as the transport RFD's resume flow shows), the config options (v1: and modes) and
+        ``_meta["acp-hub"]`` with the cursor and the agent's name. The client is announced
+        once the answer is queued."""
         self.sessions[session.id] = session
         cursor = session.attach(
             self,
@@ -662,7 +665,8 @@ class ClientConnection:
             message_id=message_id,
         )
         self._announce.append(session)
-        result = self.config_result(session.config_options)
+        result: dict[str, Any] = {"sessionId": session.id}
+        result.update(self.config_result(session.config_options))
         result["_meta"] = {"acp-hub": {**cursor, "agent": session.agent_name}}
         return result
 

@@ -207,9 +207,9 @@ async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
 
 def _auth_methods(conn: ClientConnection) -> list[dict[str, Any]]:
     """What the hub advertises: to an owner, the default agent's methods the hub can log it
-    in with itself (``agent``, and ``env_var`` whose variables its definition sets), as
-    ``agent`` methods; to anyone else nothing, since only an owner may log an agent in.
-    ``terminal`` methods run on the hub's host, never through a client."""
+    in with itself (``agent`` and ``env_var``), as ``agent`` methods; to anyone else
+    nothing, since only an owner may log an agent in. ``terminal`` methods run on the hub's
+    host, never through a client."""
     supervisor = conn.registry.supervisor
     if conn.role != "owner" or supervisor.default_name is None:
         return []

@@ -37,6 +37,12 @@ class AgentHandle(Protocol):
         """v1 ``session/set_mode`` (for agents without a mode config option)."""
         ...
 
+    async def extension(
+        self, session_id: str | None, method: str, params: dict[str, Any], /
+    ) -> Any:
+        """A request the hub does not handle itself, passed to the agent (``sessionId`` set
+        to the agent's ``session_id``); returns the agent's result."""
+
     async def close_session(self, session_id: str, /) -> None: ...
 
     async def delete_session(self, session_id: str, /) -> None: ...

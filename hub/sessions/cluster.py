@@ -352,6 +352,10 @@ class Cluster:
             elif op == "close":
                 await self.registry.close(client, session, delete=bool(params.get("delete")))
                 reply["result"] = None
+            elif op == "extension":
+                reply["result"] = await session.extension(
+                    client, str(params.get("method")), params.get("params") or {}
+                )
             elif op == "method":
                 reply["result"] = run_method(
                     session, client, str(params.get("method")), params.get("params") or {}
@@ -388,6 +392,7 @@ class Cluster:
         return {
             "id": client.client_id,
             "name": client.name,
+            "principal": client.principal,
             "role": session.role_of(client),
             "version": client.version,
             "hub_events": client.hub_events,
@@ -437,6 +442,7 @@ class Cluster:
             str(info.get("name")),
             role,
             int(info.get("version") or 2),
+            str(info.get("principal") or "unknown"),
             hub_events=bool(info.get("hub_events", True)),
             node=node,
             session_id=session.id,

@@ -32,6 +32,7 @@ import orjson
 from hub.protocol.errors import NOT_OWNER, InvalidParams, hub_error
 from hub.sessions.client import ClientHandle
 from hub.sessions.errors import SessionFailure
+from hub.sessions.extensions import extension_role
 from hub.sessions.session import Session
 from hub.store import Restored
 from hub.store.codec import update_of
@@ -189,6 +190,11 @@ class MirrorSession(Session):
         self.require(client, "driver", "session/set_mode")
         await self._forward(self, "mode", client, {"modeId": mode_id})
 
+    async def extension(self, client: ClientHandle, method: str, params: dict[str, Any]) -> Any:
+        """An extension request (``hub.sessions.extensions``): the owner's agent answers."""
+        self.require(client, extension_role(method, self.settings.extension_roles), method)
+        return await self._forward(self, "extension", client, {"method": method, "params": params})
+
     async def close_at_owner(self, client: ClientHandle, *, delete: bool) -> None:
         """``session/close`` / ``session/delete``, done by the owner."""
         await self._forward(self, "close", client, {"delete": delete})
@@ -237,6 +243,11 @@ class _Remote:
 
     async def set_mode(self, session_id: str, mode_id: str, /) -> None:
         raise AssertionError("not on a mirror")
+
+    async def extension(
+        self, session_id: str | None, method: str, params: dict[str, Any], /
+    ) -> Any:
+        raise AssertionError("a mirror forwards extension requests")
 
     async def close_session(self, session_id: str, /) -> None:
         return None

@@ -72,6 +72,11 @@ class UnconfiguredAgent:
     async def set_mode(self, session_id: str, mode_id: str, /) -> None:
         raise self._refuse()
 
+    async def extension(
+        self, session_id: str | None, method: str, params: dict[str, Any], /
+    ) -> Any:
+        raise self._refuse()
+
     async def close_session(self, session_id: str, /) -> None:
         return None
 

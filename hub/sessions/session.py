@@ -64,6 +64,7 @@ from hub.sessions.catchup import CatchUp
 from hub.sessions.client import ClientHandle
 from hub.sessions.elicitation import Elicitations
 from hub.sessions.errors import SessionFailure
+from hub.sessions.extensions import Extensions
 from hub.sessions.lease import Lease
 from hub.sessions.log import EventLog
 from hub.sessions.metrics import SessionMetrics
@@ -213,6 +214,7 @@ class Session:
         self.lease = Lease(self)
         self.permissions = Permissions(self)
         self.elicitations = Elicitations(self)
+        self.extensions = Extensions(self)
         self.catch_up = CatchUp(self)
 
     # -- plumbing for the session's parts ----------------------------------------------------
@@ -378,6 +380,7 @@ class Session:
         self._fanout_changed()
         self.permissions.forget_client(client)
         self.elicitations.forget_client(client)
+        self.extensions.forget_client(client)
         self.turns.forget_client(client)
         self.lease.forget_client(client, reason)
         self.presence.changed(left=client.client_id, reason=reason)
@@ -457,6 +460,14 @@ class Session:
 
     def on_elicitation_complete(self, params: dict[str, Any]) -> None:
         self.elicitations.complete(params)
+
+    async def on_extension_request(self, method: str, params: dict[str, Any]) -> Any:
+        return await self.extensions.agent_request(method, params)
+
+    async def extension(self, client: ClientHandle, method: str, params: dict[str, Any]) -> Any:
+        """A request of ``client`` the hub has no handler for, answered by the agent
+        (``hub.sessions.extensions``)."""
+        return await self.extensions.client_request(client, method, params)
 
     # -- roles -------------------------------------------------------------------------------
 

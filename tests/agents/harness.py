@@ -171,6 +171,11 @@ class RecordingSink:
         self.extensions.append((method, params))
         self._poke()
 
+    async def on_extension_request(self, method: str, params: dict[str, Any]) -> Any:
+        self.extensions.append((method, params))
+        self._poke()
+        return {"echoed": method}
+
 
 class _StderrLines(logging.Handler):
     """Wakes a waiter whenever an agent's stderr line is logged (``hub.agents.stderr``)."""

@@ -197,6 +197,7 @@ class Session:
     title: str | None = None
     updated_at: str = field(default_factory=now_rfc3339)
     mode: str = "ask"
+    model: str = ""
     verbose: bool = False
     history: list[Json] = field(default_factory=list)
     turn: Turn | None = None
@@ -351,6 +352,8 @@ class Agent:
             raise RpcFailure(AUTH_REQUIRED, "Authentication required")
         if method == "session/prompt":
             return self.session_prompt(request_id, params)
+        if method in ("_acme/echo", "session/set_model"):
+            return self.extension(method, params)
         handler = handlers.get(method)
         if handler is None:
             raise RpcFailure(METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -620,6 +623,19 @@ class Agent:
         session.mode = str(mode)
         return {}
 
+    def extension(self, method: str, params: Json) -> Json:
+        """ACP extension surface: `_acme/echo` answers its params (and whether its
+        `sessionId` names one of this agent's sessions); `session/set_model` (a session method
+        a hub may not know) records the model."""
+        session_id = params.get("sessionId")
+        known = isinstance(session_id, str) and session_id in self.sessions
+        if method == "session/set_model":
+            session = self.find(params)
+            session.model = str(params.get("modelId"))
+            return {"_meta": {"scripted": {"model": session.model}}}
+        echo = {k: v for k, v in params.items() if k != "sessionId"}
+        return {"echo": echo, "sessionKnown": known, "protocolVersion": self.version}
+
     # ------------------------------------------------------------------ prompt turns
 
     def session_prompt(self, request_id: Any, params: Json) -> Json:
@@ -729,6 +745,7 @@ class TurnRunner:
             "wrong-shape": self.cmd_wrong_shape,
             "unknown-update": self.cmd_unknown_update,
             "ext-notify": self.cmd_ext_notify,
+            "ext-ask": self.cmd_ext_ask,
             "update": self.cmd_update,
             "raw": self.cmd_raw,
             "replay-lines": self.cmd_replay_lines,
@@ -1207,7 +1224,21 @@ class TurnRunner:
         )
 
     def cmd_ext_notify(self, rest: str) -> None:
-        self.channel.notify(rest or "_acp/something", {"sessionId": self.session.session_id})
+        method, _, extra = rest.partition(" ")
+        params: Json = json.loads(extra) if extra.strip() else {}
+        params["sessionId"] = self.session.session_id
+        self.channel.notify(method or "_acp/something", params)
+
+    def cmd_ext_ask(self, rest: str) -> None:
+        method, _, extra = rest.partition(" ")
+        params: Json = json.loads(extra) if extra.strip() else {}
+        params["sessionId"] = self.session.session_id
+        response = self.channel.request(method or "_acme/ask", params)
+        if "error" in response:
+            report = f"ext-ask: error {response['error'].get('code')}"
+        else:
+            report = "ext-ask: " + json.dumps(response.get("result"), sort_keys=True)
+        self.say("agent_message_chunk", report)
 
     def cmd_update(self, rest: str) -> None:
         self.update(json.loads(rest))

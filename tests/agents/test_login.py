@@ -10,6 +10,7 @@ forgets the login when its process ends.
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -85,7 +86,7 @@ async def test_without_a_login_session_new_names_the_agent_and_its_methods(
 
 
 @pytest.mark.parametrize("protocol", [1, 2])
-async def test_an_env_var_login_needs_its_variable_in_the_definition(
+async def test_an_env_var_login_without_its_variable_is_warned_of_and_the_agent_decides(
     supervised: Supervised,
     agent_home: Path,
     tmp_path: Path,
@@ -102,10 +103,10 @@ async def test_an_env_var_login_needs_its_variable_in_the_definition(
         status = agent.login_status
         assert (status.state, status.method_id) == ("failed", "scripted-key")
         assert status.message is not None
-        assert "SCRIPTED_API_KEY" in status.message
-        assert "[agents.scripted] env" in status.message
-        # The hub did not ask the agent: it knew the login could not work.
-        assert "logged in" not in agent.stderr_tail()
+        # The agent was asked, and its own refusal is what failed the login; the hub's
+        # suspicion rides along as a hint.
+        assert "SCRIPTED_API_KEY is not set" in status.message
+        assert "[agents.scripted] env does not set" in status.message
         assert "the configured login failed" in refused.value.error.message
         assert "login 'scripted-key' reads SCRIPTED_API_KEY" in caplog.text
 
@@ -113,6 +114,32 @@ async def test_an_env_var_login_needs_its_variable_in_the_definition(
         sid = (await keyed.new_session(str(agent_home), [], RecordingSink())).session_id
         assert sid
         assert keyed.login_status.state == "logged_in"
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+async def test_a_key_set_by_a_wrapper_command_logs_the_agent_in(
+    supervised: Supervised,
+    agent_home: Path,
+    tmp_path: Path,
+    protocol: ProtocolChoice,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # `command = "env"`, `args = ["SCRIPTED_API_KEY=...", agent...]`: the definition's env
+    # table does not name the key, the wrapper sets it for the agent.
+    direct = login_spec(agent_home, tmp_path, protocol, auth_method="scripted-key")
+    wrapped = replace(
+        direct,
+        command=shutil.which("env") or "/usr/bin/env",
+        args=("SCRIPTED_API_KEY=k-wrapped", direct.command, *direct.args),
+    )
+    async with supervised(wrapped) as sup:
+        agent = sup.get("scripted")
+        sid = (await agent.new_session(str(agent_home), [], RecordingSink())).session_id
+        assert sid
+        assert agent.login_status.state == "logged_in"
+        assert agent.login_status.method_id == "scripted-key"
+        # The pre-check only warned.
+        assert "login 'scripted-key' reads SCRIPTED_API_KEY" in caplog.text
 
 
 async def test_a_configured_method_the_agent_does_not_offer_is_reported(

@@ -211,8 +211,10 @@ async def spawn_bridge(
     *extra: str,
     editor: EditorClient | None = None,
     env: dict[str, str] | None = None,
+    unstable: bool = False,
 ) -> AsyncIterator[BridgeRun]:
-    """Spawn ``acp-hub bridge URL extra...`` through the Python SDK's stdio client."""
+    """Spawn ``acp-hub bridge URL extra...`` through the Python SDK's stdio client
+    (``unstable``: with the SDK's unstable protocol methods, elicitations among them)."""
     editor = editor or EditorClient()
     command, *args = bridge_command(url, *extra)
     log_path = _next_log(log_dir)
@@ -224,6 +226,7 @@ async def spawn_bridge(
             env=env or bridge_env(),
             cwd=str(ROOT),
             transport_kwargs={"stderr": stderr.fileno()},
+            use_unstable_protocol=unstable,
         ) as (conn, process):
             yield BridgeRun(conn, editor, process, log_path)
     assert "Traceback" not in log_path.read_text(errors="replace"), log_path.read_text()

@@ -34,11 +34,12 @@ async def test_an_owner_logs_the_agent_in_and_out_in_its_own_version(
         acp_client(hub.url, client_version) as owner,
         acp_client(hub.url, 2, role="viewer") as viewer,
     ):
-        # An owner is offered the agent's method the hub can log it in with (not the env_var
-        # one: the definition does not set SCRIPTED_API_KEY).
+        # An owner is offered the agent's methods the hub can log it in with: the agent one,
+        # and the env_var one (the definition does not set SCRIPTED_API_KEY, but a wrapper
+        # might: the agent's answer decides), never a terminal one.
         methods = owner.init_result["authMethods"]
         key = "methodId" if client_version >= 2 else "id"
-        assert [m[key] for m in methods] == ["scripted-login"]
+        assert [m[key] for m in methods] == ["scripted-login", "scripted-key"]
         if client_version < 2:
             assert owner.init_result["agentCapabilities"]["auth"] == {"logout": {}}
         assert viewer.init_result["authMethods"] == []

@@ -186,6 +186,11 @@ class Agent:
     async def set_mode(self, session_id: str, mode_id: str, /) -> None:
         pass
 
+    async def extension(
+        self, session_id: str | None, method: str, params: dict[str, Any], /
+    ) -> Any:
+        return {"method": method, "sessionId": session_id}
+
     async def close_session(self, session_id: str, /) -> None:
         pass
 

@@ -241,9 +241,16 @@ async def test_permissions_and_presence_span_every_node(
             await watch(client, session_id)
         everyone = {connection_id(x) for x in (driver, on_b, on_c)}
 
-        # Presence lists the clients of every node, on every node.
+        # Presence lists the clients of every node, on every node, each under its own
+        # principal (the join message carries it).
         for client in (driver, on_b, on_c):
             await listing(client, session_id, everyone)
+            presence = client.fold(session_id).hub("_hub_presence") or {}
+            principals = {str(r["clientId"]): r.get("principal") for r in presence["clients"]}
+            assert principals == {
+                connection_id(x): x.init_result["_meta"]["acp-hub"]["principal"]
+                for x in (driver, on_b, on_c)
+            }
 
         await driver.prompt(session_id, "permission Edit it?")
         for client in (driver, on_b, on_c):
