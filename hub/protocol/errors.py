@@ -200,6 +200,12 @@ def hub_error(code: int, message: str, data: Any = None) -> RpcError:
     return RpcError(code, message, data)
 
 
+def forbidden_scope(action: str, needed: str) -> RpcError:
+    """A refusal for the credential's scope (its sessions, its agents, being a share link),
+    whatever its role; the message says what ``action`` needs."""
+    return RpcError(FORBIDDEN, f"Forbidden: {action} needs {needed}", {"action": action})
+
+
 def forbidden(needed: str, have: str, action: str) -> RpcError:
     """A role refusal; the message names the missing role."""
     return RpcError(
