@@ -105,12 +105,13 @@ async def test_an_owner_link_manages_no_links() -> None:
             await guest.call("session/resume", {"sessionId": sid, "cwd": "/"})
             # The page opened with the link is not offered the Share dialog's links either.
             assert guest.init_result["_meta"]["acp-hub"]["link"] == link["linkId"]
-            for method, params in [
+            calls: list[tuple[str, dict[str, Any]]] = [
                 ("_hub/share/create", {"sessionId": sid, "role": "owner", "expiresIn": 2592000}),
                 ("_hub/share/create", {"sessionId": sid, "role": "viewer", "expiresIn": 60}),
                 ("_hub/share/list", {"sessionId": sid}),
                 ("_hub/share/revoke", {"linkId": other["linkId"]}),
-            ]:
+            ]
+            for method, params in calls:
                 assert await refusal_code(guest, method, params) == FORBIDDEN, method
             # Still an owner of its session: the link's role holds there.
             await guest.call("_hub/set_policy", {"sessionId": sid, "prompt": "queue"})
