@@ -248,13 +248,14 @@ async def test_a_link_manages_no_links_on_any_node_and_takes_its_children_along(
         # An owner link on B, which does not serve the session: it mints, lists and revokes
         # nothing, and reaches no agent.
         guest = await stack.enter_async_context(acp_client(with_token(b, parent["token"])))
-        for method, params in [
+        calls: list[tuple[str, dict[str, Any]]] = [
             ("_hub/share/create", {"sessionId": sid, "role": "owner", "expiresIn": 2592000}),
             ("_hub/share/list", {"sessionId": sid}),
             ("_hub/share/revoke", {"linkId": viewer["linkId"]}),
             ("_hub/agent_stderr", {}),
             ("_hub/agent_logout", {}),
-        ]:
+        ]
+        for method, params in calls:
             with pytest.raises(RpcFailure) as refused:
                 await guest.call(method, params)
             assert refused.value.code == -32040, method
