@@ -200,10 +200,13 @@ def hub_error(code: int, message: str, data: Any = None) -> RpcError:
     return RpcError(code, message, data)
 
 
-def forbidden_scope(action: str, needed: str) -> RpcError:
-    """A refusal for the credential's scope (its sessions, its agents, being a share link),
-    whatever its role; the message says what ``action`` needs."""
-    return RpcError(FORBIDDEN, f"Forbidden: {action} needs {needed}", {"action": action})
+def forbidden_scope(action: str, scope: str, needed: str) -> RpcError:
+    """A refusal for the credential's scope, whatever its role: ``scope`` names what it lacks
+    (``hub``: a credential for the whole hub; ``not_link``: it is a share link; ``agents``: its
+    ``agents`` claim), the message says what ``action`` needs."""
+    return RpcError(
+        FORBIDDEN, f"Forbidden: {action} needs {needed}", {"action": action, "scope": scope}
+    )
 
 
 def forbidden(needed: str, have: str, action: str) -> RpcError:

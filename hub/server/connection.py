@@ -423,7 +423,7 @@ class ClientConnection:
             method, whole_hub=self.access.whole_hub, link=self.access.link_id is not None
         )
         if lacking is not None:
-            return forbidden_scope(method, lacking)
+            return forbidden_scope(method, *lacking)
         needed = arbiter.required_role(method)
         have = self.role_for(params)
         return None if arbiter.allows(have, needed) else forbidden(needed, have, method)

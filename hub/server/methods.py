@@ -624,7 +624,9 @@ def _agent(conn: ClientConnection, name: Any, action: str) -> Agent:
         raise SessionFailure(invalid_params("agent must be the name of an agent"))
     if not conn.access.may_start(name):
         raise SessionFailure(
-            forbidden_scope(action, f"a credential whose agents claim names agent {name!r}")
+            forbidden_scope(
+                action, "agents", f"a credential whose agents claim names agent {name!r}"
+            )
         )
     try:
         return conn.registry.supervisor.get(name)

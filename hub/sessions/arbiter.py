@@ -91,13 +91,14 @@ link's holder is a guest, not the session's owner, and a link that minted links 
 more access than it was given (more uses, later expiry) to people its owner never chose."""
 
 
-def scope_refusal(method: str, *, whole_hub: bool, link: bool) -> str | None:
-    """What ``method`` needs that the credential lacks (``whole_hub``: it is one for every
-    session and not a share link; ``link``: it is a share link), or ``None``."""
+def scope_refusal(method: str, *, whole_hub: bool, link: bool) -> tuple[str, str] | None:
+    """What ``method`` needs that the credential lacks, as ``(scope, description)`` (``hub``
+    or ``not_link``; ``whole_hub``: the credential is one for every session and not a share
+    link; ``link``: it is a share link), or ``None``."""
     if method in HUB_METHODS and not whole_hub:
-        return "a credential for the whole hub (every session, not a share link)"
+        return "hub", "a credential for the whole hub (every session, not a share link)"
     if method in LINK_METHODS and link:
-        return "a credential that is not a share link (links do not manage links)"
+        return "not_link", "a credential that is not a share link (links do not manage links)"
     return None
 
 

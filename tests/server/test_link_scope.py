@@ -58,10 +58,14 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-async def refusal_code(client: AcpClient, method: str, params: dict[str, Any]) -> int:
+async def refusal(client: AcpClient, method: str, params: dict[str, Any]) -> dict[str, Any]:
     with pytest.raises(RpcFailure) as refused:
         await client.call(method, params)
-    return refused.value.code
+    return refused.value.error
+
+
+async def refusal_code(client: AcpClient, method: str, params: dict[str, Any]) -> int:
+    return int((await refusal(client, method, params))["code"])
 
 
 async def admission(url: str) -> str:
@@ -112,7 +116,8 @@ async def test_an_owner_link_manages_no_links() -> None:
                 ("_hub/share/revoke", {"linkId": other["linkId"]}),
             ]
             for method, params in calls:
-                assert await refusal_code(guest, method, params) == FORBIDDEN, method
+                error = await refusal(guest, method, params)
+                assert (error["code"], error["data"]["scope"]) == (FORBIDDEN, "not_link"), method
             # Still an owner of its session: the link's role holds there.
             await guest.call("_hub/set_policy", {"sessionId": sid, "prompt": "queue"})
         listed = await owner.call("_hub/share/list", {"sessionId": sid})
@@ -146,15 +151,16 @@ async def test_session_scoped_credentials_reach_no_agent() -> None:
         link = await share(owner, sid, "owner")
         supervisor = hub.app.supervisor
         assert supervisor is not None
-        for credential in (
-            link["token"],
-            token("owner", sub="one-session", sessions=[sid]),
-            token("owner", sub="other-agents", agents=["other"]),
+        for credential, lacking in (
+            (link["token"], "hub"),
+            (token("owner", sub="one-session", sessions=[sid]), "hub"),
+            (token("owner", sub="other-agents", agents=["other"]), "agents"),
         ):
             async with acp_client(hub.url_with(credential)) as guest:
                 assert guest.init_result["authMethods"] == []
                 for method, params in AGENT_METHODS:
-                    assert await refusal_code(guest, method, params) == FORBIDDEN, method
+                    error = await refusal(guest, method, params)
+                    assert (error["code"], error["data"]["scope"]) == (FORBIDDEN, lacking), method
         # Nothing reached the agent: still logged in with the owner's login.
         assert supervisor.get("scripted").login_status.state == "logged_in"
         # The owner of the whole hub, with the agent in its claim, still reaches it.
