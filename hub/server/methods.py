@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -473,7 +474,8 @@ async def _stored(gate: Gate, what: str) -> None:
 async def _hub_share_create(conn: ClientConnection, params: dict[str, Any]) -> Result:
     """``{sessionId, role, expiresIn, maxUses?, label?}`` -> ``{linkId, url, token,
     expiresAt, ...}``: a link to one session with at most the caller's role there, answered
-    once the link is stored (every node then admits it)."""
+    once the link is stored (every node then admits it). A credential for some sessions only
+    hands on no more time than it has: the link expires with it at the latest."""
     gate = _gate(conn)
     session = conn.registry.get(params.get("sessionId"))
     role = params.get("role", "viewer")
@@ -497,10 +499,17 @@ async def _hub_share_create(conn: ClientConnection, params: dict[str, Any]) -> R
     label = params.get("label", "")
     if not isinstance(label, str) or len(label) > 80:
         raise SessionFailure(invalid_params("label must be a string of at most 80 characters"))
+    ttl = float(expires_in)
+    if not conn.access.whole_hub and conn.access.expires_at is not None:
+        ttl = min(ttl, conn.access.expires_at - time.time())
+        if ttl <= 0:
+            raise SessionFailure(
+                forbidden_scope("_hub/share/create", "expired", "a credential that has not expired")
+            )
     link, token = gate.create_link(
         session_id=session.id,
         role=role,
-        ttl=float(expires_in),
+        ttl=ttl,
         created_by=conn.principal,
         label=label.strip(),
         max_uses=max_uses,

@@ -125,6 +125,23 @@ async def test_an_owner_link_manages_no_links() -> None:
         assert not any(x["revoked"] for x in listed["links"])
 
 
+async def test_a_credential_for_one_session_shares_no_more_time_than_it_has() -> None:
+    async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as owner:
+        sid = await owner.new_session()
+        scoped = token("owner", sub="ten-minutes", sessions=[sid], ttl=600)
+        async with acp_client(hub.url_with(scoped)) as guest:
+            link = await share(guest, sid, "driver", expiresIn=2592000)
+        assert link["expiresAt"] <= time.time() + 600
+        async with httpx.AsyncClient() as http:
+            whoami = await http.get(
+                f"{hub.http}/auth/whoami", headers={"Authorization": f"Bearer {link['token']}"}
+            )
+        assert whoami.json()["expiresAt"] <= int(link["expiresAt"]) + 1
+        # The owner of the whole hub shares for as long as it asks.
+        month = await share(owner, sid, expiresIn=2592000)
+        assert month["expiresAt"] >= time.time() + 2592000 - 60
+
+
 async def test_a_link_of_a_deleted_session_revokes_nothing() -> None:
     """``_hub/share/revoke`` checks the caller's role on the link's session even when this
     node no longer serves it."""
