@@ -124,6 +124,19 @@ def parent_of(link: ShareLink) -> str | None:
     return None
 
 
+def ancestry(links: LinkStore, link_id: str) -> set[str]:
+    """``link_id`` and the links above it: the one that minted it, the one that minted that
+    one, ... as far as ``links`` knows them. Cheap for a link no link minted (one lookup)."""
+    found = {link_id}
+    link = links.get(link_id)
+    parent_id = parent_of(link) if link is not None else None
+    while parent_id is not None and parent_id not in found:
+        found.add(parent_id)
+        parent = links.get(parent_id)
+        parent_id = parent_of(parent) if parent is not None else None
+    return found
+
+
 def lineage_refusal(links: LinkStore, link: ShareLink, now: float | None = None) -> Refusal | None:
     """Why ``link`` may not admit anyone because of the links above it: one that minted it
     (or minted its parent, ...) is revoked, expired or gone. A link never outlives the link
