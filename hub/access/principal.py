@@ -88,7 +88,8 @@ class Refusal(Exception):
     ``code`` is a stable machine-readable reason the web UI maps to a page (``missing``,
     ``malformed``, ``bad_signature``, ``algorithm``, ``unknown_key``, ``unknown_issuer``,
     ``expired``, ``not_yet_valid``, ``wrong_audience``, ``wrong_issuer``, ``missing_claim``,
-    ``invalid_claims``, ``revoked``, ``used_up``, ``origin``, ``host``, ``scope``);
+    ``invalid_claims``, ``revoked``, ``used_up``, ``unavailable`` (503: the link store cannot
+    be asked), ``origin``, ``host``, ``scope``);
     ``status`` the HTTP status of the refusal before an upgrade (401, 403 or 421).
     """
 

@@ -118,3 +118,9 @@ def test_an_owner_link_page_owns_the_session_but_shares_no_links(
     assert guest.locator("#prompt-input").is_visible()
     assert guest.locator("button.share-open").count() == 0
     assert owner.locator("button.share-open").count() == 1
+    # Nor does it start sessions: the sessions page shows it no start form.
+    guest.goto(f"{hub.url}/")
+    guest.wait_for_selector(".identity[data-role=owner]")
+    assert guest.locator("#new-cwd").is_hidden()
+    owner.goto(f"{hub.url}/")
+    owner.wait_for_selector("#new-cwd")
