@@ -82,9 +82,10 @@ def table() -> list[Row]:
     return rows
 
 
-def served_routes() -> set[str]:
+def served_routes(state: Path) -> set[str]:
     """``GET /path`` for every route the hub serves, with ``{id}`` / ``{path}`` parameters."""
-    app, _ = create_app(Settings(auth="none"), {"scripted": scripted_agent()})
+    settings = Settings(auth="none", audit_log="off", state_dir=str(state))
+    app, _ = create_app(settings, {"scripted": scripted_agent()})
     paths = set()
     for route in app.routes:
         path = getattr(route, "path", "")
@@ -93,13 +94,13 @@ def served_routes() -> set[str]:
     return paths
 
 
-def test_the_table_names_every_method_and_route_as_the_hub_checks_them() -> None:
+def test_the_table_names_every_method_and_route_as_the_hub_checks_them(tmp_path: Path) -> None:
     rows = table()
     names = [row.name for row in rows]
     assert len(names) == len(set(names)), "a row appears twice"
     methods = {row.name for row in rows if not row.route}
     assert methods == {*SYNC_METHODS, *ASYNC_METHODS, *NOTIFICATIONS}
-    assert {row.name for row in rows if row.route} == served_routes()
+    assert {row.name for row in rows if row.route} == served_routes(tmp_path)
     for row in rows:
         if row.route:
             assert row.scope in ("public", "credential", "metrics token"), row
