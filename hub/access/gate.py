@@ -31,7 +31,15 @@ from hub.access.hosts import (
 )
 from hub.access.issuers import parse_issuers
 from hub.access.keys import load_hub_key, state_dir, write_private
-from hub.access.links import FileLinkStore, LinkStore, MemoryLinkStore, ShareLink, refusal_of
+from hub.access.links import (
+    FileLinkStore,
+    LinkStore,
+    MemoryLinkStore,
+    ShareLink,
+    lineage_refusal,
+    minted_by,
+    refusal_of,
+)
 from hub.access.principal import Principal, Refusal
 from hub.access.tokens import TokenAuthority
 from hub.settings import Role, Settings
@@ -70,7 +78,7 @@ class Gate:
         self.on_revoke: list[Callable[[str], int]] = []
         """Called with a link id once it is revoked, here or on another node (``link_revoked``);
         each returns how many live connections it closed (the server closes those the link
-        admitted)."""
+        admitted, and those of the links it minted)."""
 
     @classmethod
     def from_settings(
@@ -132,7 +140,10 @@ class Gate:
         principal, whatever the token."""
         principal = self._verified(token)
         if principal.link_id is not None:
-            refusal = refusal_of(self.links.get(principal.link_id))
+            link = self.links.get(principal.link_id)
+            refusal = refusal_of(link)
+            if refusal is None and link is not None:
+                refusal = lineage_refusal(self.links, link)
             if refusal is not None:
                 raise refusal
         return principal
@@ -146,9 +157,14 @@ class Gate:
         if principal.link_id is not None:
             link = self.links.get(principal.link_id)
             if link is None:
+                # Refusal (503) when the store cannot be asked.
                 link = await self.links.fetch(principal.link_id)
             refusal = refusal_of(link)
             if refusal is not None and not (counted and refusal.code == "used_up"):
+                raise refusal
+            assert link is not None
+            refusal = lineage_refusal(self.links, link)
+            if refusal is not None:
                 raise refusal
         return principal
 
@@ -303,22 +319,29 @@ class Gate:
         return link, token
 
     async def revoke_link(self, link_id: str, *, by: str) -> int:
-        """Revoke ``link_id`` (recorded, idempotent), close every live connection it admitted
-        here at once, and return how many were closed once the revocation is durable (other
-        nodes close theirs when they learn of it: ``link_revoked``)."""
-        known = self.links.get(link_id)
-        link = self.links.revoke(link_id, by)
-        if link is None:
+        """Revoke ``link_id`` and every link it minted, transitively (``minted_by``; each
+        recorded, idempotent), close every live connection they admitted here at once, and
+        return how many were closed once the revocations are durable (other nodes close
+        theirs when they learn of them: ``link_revoked``)."""
+        root = self.links.get(link_id)
+        if root is None:
             return 0
-        if known is not None and not known.revoked:
-            self.audit.record(
-                "share_revoked", principal=by, linkId=link_id, sessionId=link.session_id
-            )
+        for known in [root, *minted_by(self.links, root)]:
+            link = self.links.revoke(known.link_id, by)
+            if link is not None and not known.revoked:
+                self.audit.record(
+                    "share_revoked",
+                    principal=by,
+                    linkId=known.link_id,
+                    sessionId=link.session_id,
+                    **({} if known is root else {"via": link_id}),
+                )
         closed = self.link_revoked(link_id)
         await self.links.flush()
         return closed
 
     def link_revoked(self, link_id: str) -> int:
         """Tell every ``on_revoke`` listener that ``link_id`` is revoked; how many
-        connections they closed."""
+        connections they closed (a listener closes those of the links it minted too:
+        ``hub.access.links.ancestry``)."""
         return sum(listener(link_id) for listener in self.on_revoke)

@@ -91,13 +91,19 @@ class LinkStore(Protocol):
         ...
 
     async def fetch(self, link_id: str) -> ShareLink | None:
-        """The link as the store holds it now (one minted on another node a moment ago)."""
+        """The link as the store holds it now (one minted on another node a moment ago);
+        ``Refusal`` (``unavailable``, 503) when the store cannot be asked: an unknown link
+        is not a revoked one while the store is down."""
         ...
 
     async def flush(self) -> None:
         """Return once every change made before the call is durable (and seen by every
         node that shares the links)."""
         ...
+
+
+LINK_PRINCIPAL = "link:"
+"""The prefix of a share link's principal (``link:ID``), as ``created_by`` records it too."""
 
 
 def refusal_of(link: ShareLink | None) -> Refusal | None:
@@ -107,6 +113,61 @@ def refusal_of(link: ShareLink | None) -> Refusal | None:
     if link.used_up():
         return Refusal("used_up", "this link has been used as many times as allowed")
     return None
+
+
+def parent_of(link: ShareLink) -> str | None:
+    """The id of the share link that minted ``link``, or ``None`` when a credential that is
+    not a link did. Links no longer mint links (``hub.sessions.arbiter.LINK_METHODS``); the
+    records of links minted by links before that stay bound to their parent."""
+    if link.created_by.startswith(LINK_PRINCIPAL):
+        return link.created_by[len(LINK_PRINCIPAL) :]
+    return None
+
+
+def ancestry(links: LinkStore, link_id: str) -> set[str]:
+    """``link_id`` and the links above it: the one that minted it, the one that minted that
+    one, ... as far as ``links`` knows them. Cheap for a link no link minted (one lookup)."""
+    found = {link_id}
+    link = links.get(link_id)
+    parent_id = parent_of(link) if link is not None else None
+    while parent_id is not None and parent_id not in found:
+        found.add(parent_id)
+        parent = links.get(parent_id)
+        parent_id = parent_of(parent) if parent is not None else None
+    return found
+
+
+def lineage_refusal(links: LinkStore, link: ShareLink, now: float | None = None) -> Refusal | None:
+    """Why ``link`` may not admit anyone because of the links above it: one that minted it
+    (or minted its parent, ...) is revoked, expired or gone. A link never outlives the link
+    that minted it."""
+    seen = {link.link_id}
+    parent_id = parent_of(link)
+    while parent_id is not None and parent_id not in seen:
+        seen.add(parent_id)
+        parent = links.get(parent_id)
+        if parent is None or parent.revoked:
+            return Refusal("revoked", "the link that shared this link was revoked")
+        if parent.expired(now):
+            return Refusal("expired", "the link that shared this link has expired")
+        parent_id = parent_of(parent)
+    return None
+
+
+def minted_by(links: LinkStore, link: ShareLink) -> list[ShareLink]:
+    """Every link ``link`` minted, and every link those minted, ... (all of its session)."""
+    found: list[ShareLink] = []
+    parents = {link.link_id}
+    candidates = links.for_session(link.session_id)
+    grew = True
+    while grew:
+        grew = False
+        for candidate in candidates:
+            if candidate.link_id not in parents and parent_of(candidate) in parents:
+                found.append(candidate)
+                parents.add(candidate.link_id)
+                grew = True
+    return found
 
 
 class MemoryLinkStore:

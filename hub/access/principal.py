@@ -49,8 +49,17 @@ class Principal:
         return self.sessions is None or session_id in self.sessions
 
     def may_start(self, agent: str) -> bool:
-        """Whether the credential's ``agents`` claim lets ``session/new`` start ``agent``."""
+        """Whether the credential's ``agents`` claim covers ``agent``: ``session/new`` may
+        start sessions on it, and (for an owner of the whole hub) log it in and out and read
+        its stderr."""
         return self.agents is None or agent in self.agents
+
+    @property
+    def whole_hub(self) -> bool:
+        """Whether the credential is one for the whole hub: every session, and not a share
+        link (a link's holder is a guest of one session, whatever its role there). Methods
+        that act beyond one session need it (``hub.sessions.arbiter.HUB_METHODS``)."""
+        return self.sessions is None and self.link_id is None
 
     def role_at_most(self, requested: str | None) -> Role:
         """The role a client gets when it asks for ``requested``: never above ``role``."""
@@ -79,7 +88,8 @@ class Refusal(Exception):
     ``code`` is a stable machine-readable reason the web UI maps to a page (``missing``,
     ``malformed``, ``bad_signature``, ``algorithm``, ``unknown_key``, ``unknown_issuer``,
     ``expired``, ``not_yet_valid``, ``wrong_audience``, ``wrong_issuer``, ``missing_claim``,
-    ``invalid_claims``, ``revoked``, ``used_up``, ``origin``, ``host``, ``scope``);
+    ``invalid_claims``, ``revoked``, ``used_up``, ``unavailable`` (503: the link store cannot
+    be asked), ``origin``, ``host``, ``scope``);
     ``status`` the HTTP status of the refusal before an upgrade (401, 403 or 421).
     """
 

@@ -200,6 +200,15 @@ def hub_error(code: int, message: str, data: Any = None) -> RpcError:
     return RpcError(code, message, data)
 
 
+def forbidden_scope(action: str, scope: str, needed: str) -> RpcError:
+    """A refusal for the credential's scope, whatever its role: ``scope`` names what it lacks
+    (``hub``: a credential for the whole hub; ``not_link``: it is a share link; ``agents``: its
+    ``agents`` claim; ``expired``: it has expired), the message says what ``action`` needs."""
+    return RpcError(
+        FORBIDDEN, f"Forbidden: {action} needs {needed}", {"action": action, "scope": scope}
+    )
+
+
 def forbidden(needed: str, have: str, action: str) -> RpcError:
     """A role refusal; the message names the missing role."""
     return RpcError(

@@ -35,6 +35,7 @@ from starlette.websockets import WebSocket
 
 from hub.access.audit import NullAudit
 from hub.access.gate import Admission, Gate
+from hub.access.links import ancestry
 from hub.access.principal import Principal, Refusal
 from hub.agents.agent import RestartPolicy
 from hub.agents.spec import AgentSpec
@@ -326,8 +327,13 @@ class HubApp:
             log.info("= %s: its credential was renewed", conn.connection_id)
 
     def close_revoked(self, link_id: str) -> int:
-        """Close (1008) every connection the share link ``link_id`` admitted."""
-        doomed = [c for c, p in self.principals.items() if p.link_id == link_id]
+        """Close (1008) every connection the share link ``link_id`` admitted, or a link it
+        minted (``ancestry``: links no longer mint links, older records may)."""
+        doomed = [
+            c
+            for c, p in self.principals.items()
+            if p.link_id is not None and link_id in ancestry(self.gate.links, p.link_id)
+        ]
         for conn in doomed:
             log.info("= %s: its share link %s was revoked, closing", conn.connection_id, link_id)
             conn.revoke("the share link was revoked")

@@ -61,6 +61,7 @@ from hub.protocol.errors import (
     RpcFailure,
     TranslationError,
     forbidden,
+    forbidden_scope,
     hub_error,
     internal_error,
     invalid_params,
@@ -420,10 +421,16 @@ class ClientConnection:
     def _check_role(self, method: str, params: dict[str, Any]) -> RpcError | None:
         """The refusal of ``method``: ``-32002`` when it names a session outside the
         credential's ``sessions`` (as if it did not exist), ``-32040`` when the caller's role
-        is below the one ``hub.sessions.arbiter.METHOD_ROLES`` names; else ``None``."""
+        is below the one ``hub.sessions.arbiter.METHOD_ROLES`` names or the credential's
+        scope is too narrow for it (``arbiter.scope_refusal``); else ``None``."""
         session_id = params.get("sessionId")
         if isinstance(session_id, str) and not self.access.may_see(session_id):
             return resource_not_found(f"no session {session_id!r}")
+        lacking = arbiter.scope_refusal(
+            method, whole_hub=self.access.whole_hub, link=self.access.link_id is not None
+        )
+        if lacking is not None:
+            return forbidden_scope(method, *lacking)
         needed = arbiter.required_role(method)
         have = self.role_for(params)
         return None if arbiter.allows(have, needed) else forbidden(needed, have, method)

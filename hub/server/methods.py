@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ import orjson
 
 from hub import __version__
 from hub.access.gate import Gate
+from hub.access.principal import Refusal
 from hub.agents.errors import AgentError
 from hub.protocol.capabilities import auth_methods_v2_to_v1, capabilities_v2_to_v1
 from hub.protocol.errors import (
@@ -36,6 +38,7 @@ from hub.protocol.errors import (
     InvalidParams,
     VersionError,
     forbidden,
+    forbidden_scope,
     hub_error,
     invalid_params,
     resource_not_found,
@@ -174,7 +177,7 @@ async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
             "version": __version__,
         }
     }
-    if arbiter.allows(conn.role, arbiter.required_role("session/new")):
+    if conn.access.whole_hub and arbiter.allows(conn.role, arbiter.required_role("session/new")):
         # Where a session may work, for the page that starts one; host paths are not shown to
         # those who cannot start sessions.
         meta["acp-hub"]["workspaceRoots"] = [str(root) for root in conn.registry.workspace_roots]
@@ -207,11 +210,17 @@ async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
 
 def _auth_methods(conn: ClientConnection) -> list[dict[str, Any]]:
     """What the hub advertises: to an owner, the default agent's methods the hub can log it
-    in with itself (``agent`` and ``env_var``), as ``agent`` methods; to anyone else
-    nothing, since only an owner may log an agent in. ``terminal`` methods run on the hub's
+    in with itself (``agent`` and ``env_var``), as ``agent`` methods; to anyone else nothing,
+    since only an owner of the whole hub whose ``agents`` claim names the agent may log it in.
+    ``terminal`` methods run on the hub's
     host, never through a client."""
     supervisor = conn.registry.supervisor
-    if conn.role != "owner" or supervisor.default_name is None:
+    if (
+        conn.role != "owner"
+        or not conn.access.whole_hub
+        or supervisor.default_name is None
+        or not conn.access.may_start(supervisor.default_name)
+    ):
         return []
     agent = supervisor.get(supervisor.default_name)
     methods = []
@@ -471,7 +480,8 @@ async def _stored(gate: Gate, what: str) -> None:
 async def _hub_share_create(conn: ClientConnection, params: dict[str, Any]) -> Result:
     """``{sessionId, role, expiresIn, maxUses?, label?}`` -> ``{linkId, url, token,
     expiresAt, ...}``: a link to one session with at most the caller's role there, answered
-    once the link is stored (every node then admits it)."""
+    once the link is stored (every node then admits it). A credential for some sessions only
+    hands on no more time than it has: the link expires with it at the latest."""
     gate = _gate(conn)
     session = conn.registry.get(params.get("sessionId"))
     role = params.get("role", "viewer")
@@ -495,10 +505,17 @@ async def _hub_share_create(conn: ClientConnection, params: dict[str, Any]) -> R
     label = params.get("label", "")
     if not isinstance(label, str) or len(label) > 80:
         raise SessionFailure(invalid_params("label must be a string of at most 80 characters"))
+    ttl = float(expires_in)
+    if not conn.access.whole_hub and conn.access.expires_at is not None:
+        ttl = min(ttl, conn.access.expires_at - time.time())
+        if ttl <= 0:
+            raise SessionFailure(
+                forbidden_scope("_hub/share/create", "expired", "a credential that has not expired")
+            )
     link, token = gate.create_link(
         session_id=session.id,
         role=role,
-        ttl=float(expires_in),
+        ttl=ttl,
         created_by=conn.principal,
         label=label.strip(),
         max_uses=max_uses,
@@ -526,14 +543,18 @@ async def _hub_share_revoke(conn: ClientConnection, params: dict[str, Any]) -> R
     link = gate.links.get(link_id)
     if link is None and LINK_ID.fullmatch(link_id):
         # Minted on another node a moment ago: not in this node's copy yet.
-        link = await gate.links.fetch(link_id)
+        try:
+            link = await gate.links.fetch(link_id)
+        except Refusal as refusal:
+            raise SessionFailure(hub_error(STORE_UNAVAILABLE, refusal.message)) from None
     if link is None or not conn.access.may_see(link.session_id):
         raise SessionFailure(resource_not_found(f"no share link {link_id!r}"))
-    session = conn.registry.find(link.session_id)
-    if session is not None:
-        session_role = conn.role_for({"sessionId": session.id})
-        if not arbiter.allows(session_role, "owner"):
-            raise SessionFailure(forbidden("owner", session_role, "_hub/share/revoke"))
+    # The caller's role on the link's session, whether or not this node serves the session
+    # (closed, deleted, or owned by another node): the role it attached with, else its
+    # credential's.
+    session_role = conn.role_for({"sessionId": link.session_id})
+    if not arbiter.allows(session_role, "owner"):
+        raise SessionFailure(forbidden("owner", session_role, "_hub/share/revoke"))
     try:
         with anyio.fail_after(STORE_WAIT):
             closed = await gate.revoke_link(link_id, by=conn.principal)
@@ -557,15 +578,7 @@ AUDIT_PAGE_MAX = 500
 async def _hub_audit_list(conn: ClientConnection, params: dict[str, Any]) -> Result:
     """``{before?, limit?}`` -> ``{entries, next}``: the audit trail as the store keeps it,
     newest first, for an owner of the whole hub only (a credential for every session: not a
-    share link, not a token scoped to some sessions)."""
-    if conn.access.sessions is not None or conn.access.link_id is not None:
-        raise SessionFailure(
-            hub_error(
-                FORBIDDEN,
-                "the audit trail is for owners of the whole hub (a credential for every session)",
-                {"needed": "owner"},
-            )
-        )
+    share link, not a token scoped to some sessions; ``arbiter.HUB_METHODS``)."""
     gate = conn.gate
     audit = gate.audit if gate is not None and isinstance(gate.audit, StoredAudit) else None
     before = params.get("before")
@@ -609,24 +622,27 @@ def _hub_unsubscribe_sessions(conn: ClientConnection, params: dict[str, Any]) ->
 
 
 def _hub_agent_stderr(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    name = params.get("agent") or conn.registry.supervisor.default_name
-    if name is not None and not isinstance(name, str):
-        raise SessionFailure(invalid_params("agent must be the name of an agent"))
-    try:
-        agent = conn.registry.supervisor.get(name)
-    except KeyError:
-        raise SessionFailure(invalid_params(f"unknown agent {name!r}")) from None
+    agent = _agent(conn, params.get("agent") or None, "_hub/agent_stderr")
     return {"agent": agent.name, "stderr": agent.stderr_tail()}
 
 
 # -- agent login -------------------------------------------------------------------------------
-# Owner only (``arbiter.METHOD_ROLES``): one agent process serves everyone's sessions.
+# For an owner of the whole hub (``arbiter.METHOD_ROLES``, ``arbiter.HUB_METHODS``): one agent
+# process serves everyone's sessions on it.
 
 
-def _login_agent(conn: ClientConnection, name: Any) -> Agent:
+def _agent(conn: ClientConnection, name: Any, action: str) -> Agent:
+    """The agent ``name`` (the default one when ``None``), which the credential's ``agents``
+    claim must name (``-32040`` otherwise, before anything reaches the agent)."""
     name = name if name is not None else conn.registry.supervisor.default_name
     if not isinstance(name, str):
         raise SessionFailure(invalid_params("agent must be the name of an agent"))
+    if not conn.access.may_start(name):
+        raise SessionFailure(
+            forbidden_scope(
+                action, "agents", f"a credential whose agents claim names agent {name!r}"
+            )
+        )
     try:
         return conn.registry.supervisor.get(name)
     except KeyError:
@@ -644,7 +660,7 @@ def _login_meta(params: dict[str, Any]) -> dict[str, Any] | None:
 async def _authenticate(conn: ClientConnection, params: dict[str, Any]) -> Result:
     """v1 ``authenticate`` / v2 ``auth/login``: the default agent, or the one named in
     ``_meta["acp-hub"].agent``, logged in with ``methodId`` in the agent's own version."""
-    agent = _login_agent(conn, _hub_meta(params).get("agent"))
+    agent = _agent(conn, _hub_meta(params).get("agent"), "authenticate")
     method_id = _string(params, "methodId", "methodId is required")
     log.info("= %s: logs agent %s in with %r", conn.connection_id, agent.name, method_id)
     await agent.login(method_id, _login_meta(params))
@@ -653,14 +669,14 @@ async def _authenticate(conn: ClientConnection, params: dict[str, Any]) -> Resul
 
 async def _logout(conn: ClientConnection, params: dict[str, Any]) -> Result:
     """v1 ``logout`` / v2 ``auth/logout``, for the default or the named agent."""
-    agent = _login_agent(conn, _hub_meta(params).get("agent"))
+    agent = _agent(conn, _hub_meta(params).get("agent"), "logout")
     log.info("= %s: logs agent %s out", conn.connection_id, agent.name)
     await agent.logout()
     return {}
 
 
 async def _hub_agent_login(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    agent = _login_agent(conn, params.get("agent"))
+    agent = _agent(conn, params.get("agent"), "_hub/agent_login")
     method_id = _string(params, "methodId", "methodId is required")
     log.info("= %s: logs agent %s in with %r", conn.connection_id, agent.name, method_id)
     await agent.login(method_id, _login_meta(params))
@@ -668,7 +684,7 @@ async def _hub_agent_login(conn: ClientConnection, params: dict[str, Any]) -> Re
 
 
 async def _hub_agent_logout(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    agent = _login_agent(conn, params.get("agent"))
+    agent = _agent(conn, params.get("agent"), "_hub/agent_logout")
     log.info("= %s: logs agent %s out", conn.connection_id, agent.name)
     await agent.logout()
     return {"agent": agent.name, "login": agent.login_status.to_dict()}

@@ -63,6 +63,45 @@ METHOD_ROLES: Final[Mapping[str, Role]] = {
 }
 """The role each mutating method needs; every other method needs ``viewer``."""
 
+HUB_METHODS: Final[frozenset[str]] = frozenset(
+    {
+        # an agent process serves every session on it: its login, its stderr
+        "authenticate",
+        "auth/login",
+        "logout",
+        "auth/logout",
+        "_hub/agent_login",
+        "_hub/agent_logout",
+        "_hub/agent_stderr",
+        # a new session is outside every list of existing sessions
+        "session/new",
+        # the trail names every session's principals
+        "_hub/audit/list",
+    }
+)
+"""Methods that act beyond one session: besides their role they need a credential for the
+whole hub (every session, not a share link: ``Principal.whole_hub``); the agent methods also
+need the credential's ``agents`` claim to name the agent (checked where the agent is known)."""
+
+LINK_METHODS: Final[frozenset[str]] = frozenset(
+    {"_hub/share/create", "_hub/share/list", "_hub/share/revoke"}
+)
+"""Methods that manage share links, which a share link may not call, whatever its role: a
+link's holder is a guest, not the session's owner, and a link that minted links could hand out
+more access than it was given (more uses, later expiry) to people its owner never chose."""
+
+
+def scope_refusal(method: str, *, whole_hub: bool, link: bool) -> tuple[str, str] | None:
+    """What ``method`` needs that the credential lacks, as ``(scope, description)`` (``hub``
+    or ``not_link``; ``whole_hub``: the credential is one for every session and not a share
+    link; ``link``: it is a share link), or ``None``."""
+    if method in HUB_METHODS and not whole_hub:
+        return "hub", "a credential for the whole hub (every session, not a share link)"
+    if method in LINK_METHODS and link:
+        return "not_link", "a credential that is not a share link (links do not manage links)"
+    return None
+
+
 ANSWER_ROLE: Final[Role] = "approver"
 """The least role whose answer to a hub request (a permission copy) can count."""
 

@@ -130,7 +130,13 @@ class StoredLinks:
             record = await self.store.link(link_id)
         except Exception as exc:
             log.warning("! share link %s: cannot be read: %s", link_id, exc)
-            return self.links.get(link_id)
+            known = self.links.get(link_id)
+            if known is None:
+                # Unknown here and the store cannot say: unavailable, not revoked.
+                raise Refusal(
+                    "unavailable", "share links cannot be checked right now; try again shortly", 503
+                ) from None
+            return known
         if record is not None:
             self._merge(record)
         return self.links.get(link_id)

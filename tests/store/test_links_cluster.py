@@ -5,12 +5,16 @@ Two nodes (real ``acp-hub serve`` processes, each with its own state directory, 
 other, a revocation on either closes the link's connections on both with 1008 and is refused
 by both afterwards, ``maxUses`` holds across the nodes, and either node reads the audit
 entries both wrote. On SQLite and on Redis, links and revocations outlive a hub killed right
-after the revocation was answered.
+after the revocation was answered. A share link manages no links on any node, a revocation
+takes the links a link minted along on every node, and a link no node knows is ``503`` while
+the store is down.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -21,8 +25,10 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from hub.store import open_store
+from tests.credentials import AUTHORITY
 from tests.redis_server import RedisServer
-from tests.server.harness import AcpClient, acp_client
+from tests.server.harness import AcpClient, RpcFailure, acp_client
 from tests.store.hubproc import HubProcess, hub_process, scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -197,3 +203,85 @@ async def test_links_and_revocations_outlive_a_killed_hub(
         page = await owner.call("_hub/audit/list", {"limit": 500})
         revocations = [e for e in page["entries"] if e["event"] == "share_revoked"]
         assert [e["linkId"] for e in revocations] == [gone["linkId"]]
+
+
+def legacy_child(parent_id: str, session_id: str) -> tuple[dict[str, Any], str]:
+    """The record and token of a link as a link minted it before links stopped minting
+    links (its ``created_by`` names the parent link's principal), signed with the nodes' key."""
+    link_id = f"l-{secrets.token_hex(8)}"
+    now = time.time()
+    record = {
+        "link_id": link_id,
+        "session_id": session_id,
+        "role": "viewer",
+        "created_by": f"link:{parent_id}",
+        "created_at": now,
+        "expires_at": now + 30 * 86400,
+        "label": "",
+        "max_uses": None,
+        "uses": 0,
+        "revoked_at": None,
+        "revoked_by": None,
+    }
+    minted = AUTHORITY.mint(
+        sub=f"link:{link_id}",
+        name="guest",
+        role="viewer",
+        ttl=30 * 86400,
+        sessions=[session_id],
+        agents=(),
+        jti=link_id,
+        link_id=link_id,
+        now=now,
+    )
+    return record, minted
+
+
+async def test_a_link_manages_no_links_on_any_node_and_takes_its_children_along(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    async with two_nodes(tmp_path, redis_server) as (a, b), AsyncExitStack() as stack:
+        owner_a = await stack.enter_async_context(acp_client(a.url))
+        sid = await new_session(owner_a, tmp_path)
+        parent = await share(owner_a, sid, role="owner", expiresIn=120, maxUses=3)
+        viewer = await share(owner_a, sid)
+        # An owner link on B, which does not serve the session: it mints, lists and revokes
+        # nothing, and reaches no agent.
+        guest = await stack.enter_async_context(acp_client(with_token(b, parent["token"])))
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("_hub/share/create", {"sessionId": sid, "role": "owner", "expiresIn": 2592000}),
+            ("_hub/share/list", {"sessionId": sid}),
+            ("_hub/share/revoke", {"linkId": viewer["linkId"]}),
+            ("_hub/agent_stderr", {}),
+            ("_hub/agent_logout", {}),
+        ]
+        for method, params in calls:
+            with pytest.raises(RpcFailure) as refused:
+                await guest.call(method, params)
+            assert refused.value.code == -32040, method
+        assert await admission(with_token(a, viewer["token"])) == "ok"
+
+        # A link the owner link minted before links stopped minting, written to the store.
+        record, child_token = legacy_child(parent["linkId"], sid)
+        store = open_store(redis_server.url)
+        async with store.running():
+            await store.add_link(record)
+        child_b = await stack.enter_async_context(acp_client(with_token(b, child_token)))
+        await eventually(
+            owner_a,
+            "_hub/share/list",
+            {"sessionId": sid},
+            lambda r: record["link_id"] in {x["linkId"] for x in r["links"]},
+        )
+        # Revoked on A: the child's connection on B closes with it, and both refuse the child.
+        await owner_a.call("_hub/share/revoke", {"linkId": parent["linkId"]})
+        await closed(child_b)
+        await closed(guest)
+        assert (child_b.close_code, guest.close_code) == (1008, 1008)
+        for node in (a, b):
+            assert await admission(with_token(node, child_token)) == "revoked"
+
+        # A link neither node knows, checked while the store is down: unavailable, not revoked.
+        _, unknown = legacy_child(parent["linkId"], sid)
+        redis_server.stop()
+        assert await admission(with_token(b, unknown)) == "unavailable"

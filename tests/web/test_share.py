@@ -1,16 +1,21 @@
 """Share links in the browser: the owner URL ``acp-hub demo`` prints opens the hub as its
 owner; the Share dialog creates a viewer link that opens the live session in another browser
 (no prompt box: the hub says viewer); revoking the link ends that page with "access revoked".
+A page opened with an owner link owns its session but shows no Share dialog: links do not
+manage links.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
 
 from playwright.sync_api import expect
+from websockets.sync.client import connect
 
+from tests.credentials import owner_token
 from tests.web.harness import WAIT_MS, Hub, send_prompt, start_session, transcript
 
 
@@ -68,3 +73,54 @@ def test_a_page_without_a_credential_says_so(hub: Hub, new_page: Callable[..., A
     expired = new_page(token=None)
     expired.goto(f"{hub.url}/#token=not-a-token")
     expired.wait_for_selector("[data-access=malformed]")
+
+
+def _share_owner_link(hub: Hub, session: str) -> str:
+    """An owner link to ``session``, minted over the wire (the dialog offers roles up to driver)."""
+    url = hub.url.replace("http://", "ws://", 1) + f"/acp?token={owner_token()}"
+    with connect(url) as ws:
+        ws.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"protocolVersion": 2},
+                }
+            )
+        )
+        ws.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "_hub/share/create",
+                    "params": {"sessionId": session, "role": "owner", "expiresIn": 600},
+                }
+            )
+        )
+        while True:
+            answer = json.loads(ws.recv(timeout=WAIT_MS / 1000))
+            if answer.get("id") == 2:
+                return str(answer["result"]["url"])
+
+
+def test_an_owner_link_page_owns_the_session_but_shares_no_links(
+    hub: Hub, new_page: Callable[..., Any]
+) -> None:
+    owner = new_page()
+    session = start_session(owner, hub.url)
+    guest = new_page(token=None)
+    guest.goto(_share_owner_link(hub, session))
+    guest.wait_for_selector("[data-connection=ready]")
+    assert guest.locator(".identity-role").inner_text() == "owner"
+    # A link does not manage links: no Share dialog (the hub would refuse it too).
+    assert guest.locator("#prompt-input").is_visible()
+    assert guest.locator("button.share-open").count() == 0
+    assert owner.locator("button.share-open").count() == 1
+    # Nor does it start sessions: the sessions page shows it no start form.
+    guest.goto(f"{hub.url}/")
+    guest.wait_for_selector(".identity[data-role=owner]")
+    assert guest.locator("#new-cwd").is_hidden()
+    owner.goto(f"{hub.url}/")
+    owner.wait_for_selector("#new-cwd")

@@ -5,7 +5,8 @@
  * ("not allowed", "link expired", "access revoked").
  *
  * Nothing here decides a permission: the badge shows the role `initialize` answered, the Share
- * button appears only when that role is `owner`, and the hub checks every `_hub/share/*` call
+ * button appears only when that role is `owner` and the page was not opened with a share link
+ * (links do not manage links), and the hub checks every `_hub/share/*` call
  * again. DOM built with textContent only.
  */
 

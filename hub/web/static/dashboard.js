@@ -468,7 +468,9 @@ rpc = new RpcConnection(hubSocketUrl(), {
     statusRow.append(identityBadge(meta));
     role = String(meta.role ?? 'viewer');
     root.dataset.role = role;
-    if (roleAtLeast(role, 'owner')) {
+    // The hub sends workspace roots to those who may start sessions: an owner of the whole
+    // hub, not a share link or a token for some sessions.
+    if (roleAtLeast(role, 'owner') && Array.isArray(meta.workspaceRoots)) {
       const agents = Array.isArray(meta.agents) ? meta.agents : [];
       const roots = Array.isArray(meta.workspaceRoots) ? meta.workspaceRoots.map(String) : [];
       drawForm(agents, meta.defaultAgent, roots);

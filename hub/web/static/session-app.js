@@ -233,7 +233,8 @@ export function mountSession(root, options = {}) {
     if (identity) identity.replaceWith(badge);
     else row.append(badge);
     identity = badge;
-    if (meta.role === 'owner' && !options.embed && !share) {
+    // A share link does not manage links, whatever its role (the hub refuses it too).
+    if (meta.role === 'owner' && !meta.link && !options.embed && !share) {
       share = new ShareDialog(connection, sessionId);
       row.append(share.button);
     }
