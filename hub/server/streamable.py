@@ -471,7 +471,9 @@ class StreamableHttp:
         session_id = request.headers.get(SESSION_HEADER)
         params = message.get("params")
         named = params.get("sessionId") if isinstance(params, dict) else None
-        if method in SESSION_SCOPED:
+        # A method that is not a string (unhashable, even) is the connection's to refuse.
+        scoped = isinstance(method, str) and method in SESSION_SCOPED
+        if scoped:
             if session_id is None:
                 return json_error(400, f"Acp-Session-Id is required for {method}")
             if named != session_id:
@@ -490,7 +492,7 @@ class StreamableHttp:
                     status_code=429,
                     media_type="application/json",
                 )
-            http.outbox.expect_answer(request_id, session_id if method in SESSION_SCOPED else None)
+            http.outbox.expect_answer(request_id, session_id if scoped else None)
         elif method is None:
             http.outbox.answered(request_id)
         try:

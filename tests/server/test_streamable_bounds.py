@@ -284,3 +284,14 @@ async def test_the_cookie_is_secure_when_the_client_came_over_https() -> None:
         assert "secure" in _set_cookies(answered)[0].lower()
         connection_id = answered.headers["acp-connection-id"]
         await http.delete(hub.http_acp, headers={"Acp-Connection-Id": connection_id})
+
+
+async def test_a_method_that_is_not_a_string_is_the_connections_to_refuse() -> None:
+    # An unhashable method once met the session-scoped methods' set: a 500 and a traceback.
+    async with running_hub([_agent()]) as hub, http_acp(hub.http_acp) as client:
+        methods: list[Any] = [[], {"a": 1}, 7]
+        for method in methods:
+            message = {"jsonrpc": "2.0", "id": f"m-{method!r}", "method": method}
+            assert (await client.post(message)).status_code == 202
+        await client.wait_for(lambda: len(_answers(client, None)) >= 3)
+        assert all(a["error"]["code"] == -32600 for a in _answers(client, None))
