@@ -613,6 +613,10 @@ class StreamableHttp:
             return
         http = found
         session_id = request.headers.get(SESSION_HEADER)
+        if session_id is not None and not http.outbox.open_stream(session_id, check_only=True):
+            # Before the session is looked up: past the cap a GET makes no node follow it.
+            await self._too_many_streams(http, session_id, scope, receive, send)
+            return
         if session_id is not None:
             try:
                 known = await session_for_get(registry, session_id, http.conn.access)
@@ -630,10 +634,7 @@ class StreamableHttp:
                 await response(scope, receive, send)
                 return
         if session_id is not None and not http.outbox.open_stream(session_id):
-            limit = http.outbox.max_streams
-            http.conn.mistake("a stream for %s past %d session streams, refused", session_id, limit)
-            message = f"max_streams_per_connection: at most {limit} session streams"
-            await json_error(429, message)(scope, receive, send)
+            await self._too_many_streams(http, session_id, scope, receive, send)
             return
         last_event_id = request.headers.get("last-event-id")
         writer = http.outbox.writers[session_id]
@@ -662,6 +663,14 @@ class StreamableHttp:
                 await writer.detach(send)
             http.open_gets -= 1
             http.last_activity = anyio.current_time()
+
+    async def _too_many_streams(
+        self, http: HttpConnection, session_id: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        limit = http.outbox.max_streams
+        http.conn.mistake("a stream for %s past %d session streams, refused", session_id, limit)
+        message = f"max_streams_per_connection: at most {limit} session streams"
+        await json_error(429, message)(scope, receive, send)
 
     async def _hold(
         self, http: HttpConnection, writer: SseWriter, detached: anyio.Event, receive: Receive

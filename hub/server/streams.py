@@ -100,12 +100,14 @@ class StreamOutbox:
         """How many answers to the client's requests wait to be routed."""
         return len(self._answers_to)
 
-    def open_stream(self, session_id: str) -> bool:
+    def open_stream(self, session_id: str, *, check_only: bool = False) -> bool:
         """Make ``session_id``'s stream for a GET (the caller checked the session); ``False``
-        when the connection holds ``max_streams`` already and none can give way."""
+        when the connection holds ``max_streams`` already and none can give way. With
+        ``check_only``, only whether it could be made (a stream may give way already)."""
         if session_id not in self.streams and not self._room():
             return False
-        self.stream(session_id)
+        if not check_only:
+            self.stream(session_id)
         return True
 
     def _target(self, session_id: str | None) -> str | None:

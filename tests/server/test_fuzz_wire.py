@@ -14,6 +14,13 @@ What must hold, whatever the corpus:
   at error level for anything a client sent;
 * afterwards a fresh client can initialize, start a session and finish a turn;
 * the watcher of the other session saw every event of it, in order, with no gap.
+
+The Streamable HTTP profile gets its own corpus (``ACP_HUB_FUZZ_HTTP_REQUESTS``, default 300):
+POST, GET, DELETE and more with arbitrary connection and session ids, cookies,
+``Last-Event-ID``, content types and the same bodies, on live connections and dead ones. No
+answer may be a ``500`` (nor any status docs/protocol.md does not list), nothing a client sent
+may log a traceback, and after every request each connection's session streams and answer
+routes stay within their caps (``docs/limits.md``).
 """
 
 from __future__ import annotations
