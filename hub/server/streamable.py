@@ -227,17 +227,26 @@ def connection_id_of(request: Request | Scope) -> str | None:
     return req.headers.get(CONNECTION_HEADER) or req.cookies.get(COOKIE)
 
 
+def came_over_https(request: Request) -> bool:
+    """Whether the client reached the hub over https: uvicorn takes ``X-Forwarded-Proto``
+    from the proxies ``FORWARDED_ALLOW_IPS`` trusts; a request another node relayed carries the
+    scheme that node saw. (A client that claims https without it only makes its own cookie
+    ``Secure``: the claim can add the flag, never take it away.)"""
+    if request.url.scheme == "https":
+        return True
+    relayed = RELAYED_HEADER.decode() in request.headers
+    return relayed and request.headers.get("x-forwarded-proto") == "https"
+
+
 def set_cookie(response: Response, request: Request, connection_id: str) -> None:
     """Name the connection in the ``acp-connection`` cookie: ``HttpOnly``, ``SameSite=Strict``
-    (never sent across sites), ``Max-Age`` ``COOKIE_MAX_AGE``, ``Secure`` over https (as the
-    client reached the hub: uvicorn takes ``X-Forwarded-Proto`` from the proxies
-    ``FORWARDED_ALLOW_IPS`` trusts)."""
+    (never sent across sites), ``Max-Age`` ``COOKIE_MAX_AGE``, ``Secure`` over https."""
     response.set_cookie(
         COOKIE,
         connection_id,
         max_age=COOKIE_MAX_AGE,
         path="/acp",
-        secure=request.url.scheme == "https",
+        secure=came_over_https(request),
         httponly=True,
         samesite="strict",
     )
@@ -257,7 +266,7 @@ def clear_cookie(response: Response, request: Request) -> None:
     response.delete_cookie(
         COOKIE,
         path="/acp",
-        secure=request.url.scheme == "https",
+        secure=came_over_https(request),
         httponly=True,
         samesite="strict",
     )

@@ -353,6 +353,15 @@ async def test_an_initialize_with_another_nodes_cookie_starts_a_connection_where
                 headers = {**json, "Acp-Connection-Id": connection_id}
                 posted = await jar.post(acp(node), content=orjson.dumps(listing), headers=headers)
                 assert posted.status_code == 202, posted.text
+        # The cookie alone, relayed from A to B (which holds the connection), over https as
+        # the proxy in front of A says: B renews it, Secure.
+        https = {**json, "X-Forwarded-Proto": "https"}
+        posted = await jar.post(acp(a), content=orjson.dumps(listing), headers=https)
+        assert posted.status_code == 202, posted.text
+        renewed = posted.headers["set-cookie"].lower()
+        assert renewed.startswith(f"acp-connection={new}")
+        assert "secure" in renewed
+        assert "max-age=86400" in renewed
         for connection_id in (old, new):
             deleted = await jar.delete(acp(a), headers={"Acp-Connection-Id": connection_id})
             assert deleted.status_code == 202
