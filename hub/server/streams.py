@@ -193,7 +193,10 @@ class StreamOutbox:
                 # Withdrawing a hub request: on the stream the request went on.
                 return "stream", self._requests_on.pop(_key(params.get("requestId")), None)
             if "id" in obj:
-                self._requests_on[_key(obj["id"])] = session_id
+                # Its withdrawal goes where the request went, whatever room there is by then.
+                target = self._target(session_id)
+                self._requests_on[_key(obj["id"])] = target
+                return "stream", target
             return "stream", session_id
         request_id = _key(obj.get("id"))
         if request_id in self._waiting and not self._waiting[request_id]:
