@@ -184,6 +184,10 @@ class Settings:
     max_pending_requests: int = 64
     """Requests of one connection the hub may be working on at once (prompts, session/new,
     ...); one more is answered ``-32044``."""
+    max_streams_per_connection: int = 32
+    """Session streams one Streamable HTTP connection may hold besides its own stream; past it
+    a GET for one more session is answered 429 and a session's frames travel on the
+    connection's stream."""
     max_sessions: int = 1000
     """Live sessions in the hub; ``session/new`` beyond it: ``-32050``."""
     max_sessions_per_principal: int = 100
@@ -306,6 +310,7 @@ class Settings:
             "initialize_timeout",
             "request_burst",
             "max_pending_requests",
+            "max_streams_per_connection",
             "max_prompt_bytes",
             "max_state_bytes",
             "outbox_bytes",

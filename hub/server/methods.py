@@ -609,11 +609,17 @@ def _hub_lease(action: str) -> SyncHandler:
 
 
 def _hub_subscribe_sessions(conn: ClientConnection, params: dict[str, Any]) -> Result:
-    """The dashboard's one subscription: a card per session now, ``_hub/sessions_changed``
-    notifications after (``hub.server.watch``)."""
+    """The dashboard's one subscription: a page of cards now (``cursor``: the next page),
+    ``_hub/sessions_changed`` notifications after (``hub.server.watch``)."""
     # A credential scoped to some sessions is told of those only.
     visible = None if conn.access.sessions is None else conn.access.may_see
-    return {"sessions": watch_of(conn.registry).subscribe(conn, visible)}
+    watch = watch_of(conn.registry)
+    after = listing.after_cursor(params.get("cursor"))
+    cards, more = watch.subscribe(conn, visible, after=after, limit=watch.page_size)
+    result: dict[str, Any] = {"sessions": cards}
+    if more:
+        result["nextCursor"] = listing.cursor_after(cards[-1]["sessionId"])
+    return result
 
 
 def _hub_unsubscribe_sessions(conn: ClientConnection, params: dict[str, Any]) -> Result:

@@ -20,8 +20,12 @@ A frame for a stream that no GET reads yet waits in that stream's outbox (a clie
 session's stream once it learnt the session's id from the answer on the connection's stream).
 The answer to ``initialize`` is the one that does not travel on a stream: it is the POST's
 ``200`` body, with the ``Acp-Connection-Id`` header (and an ``acp-connection`` cookie, which the
-hub honours in place of the header). Every other POST is answered ``202`` once the connection
-took the message. ``DELETE`` closes the connection.
+hub honours in place of the header, except on ``initialize``: one without the header always
+starts a new connection, whatever cookie it carries). Every other POST is answered ``202`` once
+the connection took the message; one the connection could not route (an id JSON-RPC does not
+allow, a second ``initialize``, too many requests unanswered) is answered ``4xx`` at once with
+a JSON-RPC error body. ``DELETE`` closes the connection; it and a ``404`` for the connection
+the cookie names clear the cookie.
 
 With several nodes on one Redis, the node that answered ``initialize`` records where the
 connection lives (``hub.server.placement``), and a request for it that reaches another node is
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 import anyio
@@ -51,6 +56,9 @@ from starlette.types import Receive, Scope, Send
 
 from hub.access.gate import Admission, Gate
 from hub.access.principal import Principal, Refusal
+from hub.mistakes import MistakeLog
+from hub.protocol.errors import RATE_LIMITED, hub_error
+from hub.protocol.jsonrpc import is_request_id
 from hub.server.caps import ConnectionCaps, Ticket
 from hub.server.connection import ClientConnection
 from hub.server.forward import RELAYED_HEADER, NodeGone, NodeSilent, forward, relay_timeouts
@@ -63,10 +71,15 @@ from hub.settings import Role, Settings
 from hub.store import SharedStore, Store
 
 log = logging.getLogger("hub.server")
+_mistake = MistakeLog(log, "http")
+"""The mistakes of HTTP requests that name no connection yet (one line each, rate-limited)."""
 
 CONNECTION_HEADER = "acp-connection-id"
 SESSION_HEADER = "acp-session-id"
 COOKIE = "acp-connection"
+COOKIE_MAX_AGE = 86_400
+"""Seconds the ``acp-connection`` cookie lives after the last answer that set it (the
+``initialize`` answer, then every ``202`` to a POST that carried it)."""
 IDLE_TIMEOUT = 300.0
 """Seconds an HTTP connection lives with no GET reading it and no POST."""
 FIRST_GET_TIMEOUT = 30.0
@@ -106,7 +119,7 @@ class HttpConnection:
     ) -> None:
         connection_id = f"c-{secrets.token_hex(16)}"
         self.outbox = StreamOutbox(settings, connection_id)
-        self.conn = ClientConnection(
+        self.conn: ClientConnection = ClientConnection(
             registry,
             outbox=self.outbox,
             settings=settings,
@@ -117,6 +130,7 @@ class HttpConnection:
             gate=gate,
             base_url=base_url,
         )
+        self.outbox.attached = self.conn.sessions.__contains__
         self.inbox: MemoryObjectSendStream[str]
         self._inbound: MemoryObjectReceiveStream[str]
         self.inbox, self._inbound = anyio.create_memory_object_stream[str](INBOX_FRAMES)
@@ -213,12 +227,70 @@ def connection_id_of(request: Request | Scope) -> str | None:
     return req.headers.get(CONNECTION_HEADER) or req.cookies.get(COOKIE)
 
 
+def came_over_https(request: Request) -> bool:
+    """Whether the client reached the hub over https: uvicorn takes ``X-Forwarded-Proto``
+    only from the proxies ``trusted_proxies`` names; a request another node relayed carries the
+    scheme that node saw. (A client that claims https without it only makes its own cookie
+    ``Secure``: the claim can add the flag, never take it away.)"""
+    if request.url.scheme == "https":
+        return True
+    relayed = RELAYED_HEADER.decode() in request.headers
+    return relayed and request.headers.get("x-forwarded-proto") == "https"
+
+
+def set_cookie(response: Response, request: Request, connection_id: str) -> None:
+    """Name the connection in the ``acp-connection`` cookie: ``HttpOnly``, ``SameSite=Strict``
+    (never sent across sites), ``Max-Age`` ``COOKIE_MAX_AGE``, ``Secure`` over https."""
+    response.set_cookie(
+        COOKIE,
+        connection_id,
+        max_age=COOKIE_MAX_AGE,
+        path="/acp",
+        secure=came_over_https(request),
+        httponly=True,
+        samesite="strict",
+    )
+
+
+def gone(request: Request, connection_id: str | None, message: str) -> Response:
+    """``404`` for a connection that is unknown, closed or another principal's; the cookie is
+    cleared when it names that connection (a cookie jar would present it for ever)."""
+    response = json_error(404, message)
+    if connection_id is not None and request.cookies.get(COOKIE) == connection_id:
+        clear_cookie(response, request)
+    return response
+
+
+def clear_cookie(response: Response, request: Request) -> None:
+    """Expire the ``acp-connection`` cookie."""
+    response.delete_cookie(
+        COOKIE,
+        path="/acp",
+        secure=came_over_https(request),
+        httponly=True,
+        samesite="strict",
+    )
+
+
 async def drain(receive: Receive) -> None:
     """Wait until the client of a streaming response disconnects."""
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             return
+
+
+@dataclass(frozen=True, slots=True)
+class Posted:
+    """A POST's body and the JSON-RPC message it holds (an object, its id valid)."""
+
+    body: bytes
+    message: dict[str, Any]
+
+    @property
+    def initialize(self) -> bool:
+        """Whether it is an ``initialize`` request."""
+        return self.message.get("method") == "initialize" and "id" in self.message
 
 
 class HubLike(Protocol):
@@ -260,34 +332,49 @@ class StreamableHttp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
+        response = await self._answer(request, scope, receive, send)
+        if response is not None:
+            await response(scope, receive, send)
+
+    async def _answer(
+        self, request: Request, scope: Scope, receive: Receive, send: Send
+    ) -> Response | None:
+        """The response to ``request``, or ``None`` once it was answered (a stream, a relay)."""
         registry = self.hub.registry
         try:
             # Every request carries the credential (as the upgrade does), and a connection
             # answers only to the principal that opened it: its id alone is not enough.
-            admission: Admission | None = await self.hub.admit(scope, new_connection=False)
+            admission = await self.hub.admit(scope, new_connection=False)
         except Refusal as refusal:
             log.warning("! refused an HTTP request: %s (%s)", refusal.code, refusal.message)
-            admission = None
-            response: Response = JSONResponse(refusal.to_dict(), status_code=refusal.status)
-        if admission is None:
-            pass
-        elif registry is None:
-            response = json_error(503, "the hub is starting or stopping")
-        elif (elsewhere := await self._elsewhere(request, admission)) is not None:
-            if isinstance(elsewhere, Place):
-                await self._relay(elsewhere, request, scope, receive, send)
-                return
-            response = elsewhere
-        elif request.method == "GET":
+            return JSONResponse(refusal.to_dict(), status_code=refusal.status)
+        if registry is None:
+            return json_error(503, "the hub is starting or stopping")
+        posted: Posted | None = None
+        if request.method == "POST":
+            read = await self._read_post(request)
+            if isinstance(read, Response):
+                return read
+            posted = read
+            if posted.initialize and CONNECTION_HEADER not in request.headers:
+                # A new connection, whatever cookie names an old one (a cookie jar keeps it):
+                # never another connection's business, on this node or another.
+                return await self.initialize(registry, posted.message, admission, request)
+        elsewhere = await self._elsewhere(request, admission)
+        if isinstance(elsewhere, Place):
+            body = posted.body if posted is not None else b""
+            await self._relay(elsewhere, request, scope, receive, send, body)
+            return None
+        if elsewhere is not None:
+            return elsewhere
+        if request.method == "GET":
             await self.get(request, registry, scope, receive, send, admission)
-            return
-        elif request.method == "POST":
-            response = await self.post(request, registry, admission)
-        elif request.method == "DELETE":
-            response = self.delete(request, admission)
-        else:
-            response = json_error(405, "use POST, GET or DELETE", {"allow": "POST, GET, DELETE"})
-        await response(scope, receive, send)
+            return None
+        if posted is not None:
+            return await self.post(request, admission, posted)
+        if request.method == "DELETE":
+            return self.delete(request, admission)
+        return json_error(405, "use POST, GET or DELETE", {"allow": "POST, GET, DELETE"})
 
     def _connection(self, request: Request, admission: Admission) -> HttpConnection | Response:
         connection_id = connection_id_of(request)
@@ -295,10 +382,10 @@ class StreamableHttp:
             return json_error(400, "Acp-Connection-Id is required: POST initialize first")
         http = self.connections.get(connection_id)
         if http is None or http.conn.closed:
-            return json_error(404, "unknown or closed connection: initialize again")
+            return gone(request, connection_id, "unknown or closed connection: initialize again")
         if http.conn.principal != admission.principal.sub:
             # Another principal's connection is none of this one's business: as unknown.
-            return json_error(404, "unknown or closed connection: initialize again")
+            return gone(request, connection_id, "unknown or closed connection: initialize again")
         self.hub.renew(http.conn, admission.principal)  # a fresh token moves its expiry
         return http
 
@@ -327,20 +414,19 @@ class StreamableHttp:
         if place.principal != admission.principal.sub:
             # As for a connection of this node: another principal's is none of its business.
             log.warning("! %s presented by another principal, refused", connection_id)
-            return json_error(404, "unknown or closed connection: initialize again")
+            return gone(request, connection_id, "unknown or closed connection: initialize again")
         return place
 
     async def _relay(
-        self, place: Place, request: Request, scope: Scope, receive: Receive, send: Send
+        self,
+        place: Place,
+        request: Request,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        body: bytes,
     ) -> None:
         """Relay the request to the node holding its connection, and its answer back."""
-        body = b""
-        if request.method == "POST":
-            read = await _read_body(request, self.hub.settings.max_frame_bytes)
-            if isinstance(read, Response):
-                await read(scope, receive, send)
-                return
-            body = bytes(read)
         answer, idle = relay_timeouts(request.method, self.hub.settings.ping_interval)
         connection_id = connection_id_of(request)
         try:
@@ -349,7 +435,8 @@ class StreamableHttp:
             return
         except NodeGone as exc:
             log.info("= %s: its node %s is gone (%s)", connection_id, place.node, exc)
-            response = json_error(404, "the node holding the connection is gone: initialize again")
+            message = "the node holding the connection is gone: initialize again"
+            response = gone(request, connection_id, message)
         except NodeSilent as exc:
             log.warning("! %s: its node %s does not answer (%s)", connection_id, place.node, exc)
             message = "the node holding the connection does not answer: try again"
@@ -358,9 +445,8 @@ class StreamableHttp:
 
     # -- POST ------------------------------------------------------------------------------
 
-    async def post(
-        self, request: Request, registry: SessionRegistry, admission: Admission
-    ) -> Response:
+    async def _read_post(self, request: Request) -> Posted | Response:
+        """The POST's body and its one JSON-RPC message, or the ``4xx`` that refuses it."""
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
             return json_error(415, "Content-Type must be application/json")
@@ -375,45 +461,71 @@ class StreamableHttp:
             return json_error(501, "batch requests are not supported over HTTP")
         if not isinstance(message, dict):
             return _rpc_error(400, -32600, "Invalid request", "a JSON-RPC message is an object")
-        method = message.get("method")
-        request_id = message.get("id")
-        is_request = isinstance(method, str) and "id" in message
-        if connection_id_of(request) is None and method == "initialize" and is_request:
-            address = request.client.host if request.client else "?"
-            return await self.initialize(
-                registry, message, request_id, admission, request.scope, address
-            )
+        if "id" in message and not is_request_id(message["id"]):
+            # Nothing could route its answer: refused before any connection sees it.
+            _mistake("a message whose id is %s, refused", type(message["id"]).__name__)
+            return _rpc_error(400, -32600, "Invalid request", "id must be a string or an integer")
+        return Posted(bytes(body), message)
+
+    async def post(self, request: Request, admission: Admission, posted: Posted) -> Response:
         found = self._connection(request, admission)
         if isinstance(found, Response):
             return found
         http = found
+        message = posted.message
+        method = message.get("method")
+        request_id = message.get("id")
+        is_request = isinstance(method, str) and "id" in message
+        if posted.initialize:
+            http.conn.mistake("initialize on a connection, refused")
+            data = "already initialized: POST initialize without Acp-Connection-Id to start anew"
+            return _rpc_error(400, -32600, "Invalid request", data, request_id)
         session_id = request.headers.get(SESSION_HEADER)
         params = message.get("params")
         named = params.get("sessionId") if isinstance(params, dict) else None
-        if method in SESSION_SCOPED:
+        # A method that is not a string (unhashable, even) is the connection's to refuse.
+        scoped = isinstance(method, str) and method in SESSION_SCOPED
+        if scoped:
             if session_id is None:
                 return json_error(400, f"Acp-Session-Id is required for {method}")
             if named != session_id:
                 return json_error(400, "Acp-Session-Id does not match params.sessionId")
         if is_request:
-            http.outbox.expect_answer(request_id, session_id if method in SESSION_SCOPED else None)
+            if http.outbox.routes_full:
+                limit = http.outbox.max_routes
+                http.conn.mistake("%s with %d requests unanswered, refused", method, limit)
+                error = hub_error(
+                    RATE_LIMITED,
+                    "Too many requests in progress: wait for answers",
+                    {"limit": "max_pending_requests"},
+                )
+                return Response(
+                    orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_dict()}),
+                    status_code=429,
+                    media_type="application/json",
+                )
+            http.outbox.expect_answer(request_id, session_id if scoped else None)
         elif method is None:
             http.outbox.answered(request_id)
         try:
-            await http.post(body.decode())
+            await http.post(posted.body.decode())
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return json_error(404, "the connection closed: initialize again")
-        return Response(status_code=202)
+            return gone(request, http.connection_id, "the connection closed: initialize again")
+        response = Response(status_code=202)
+        if request.cookies.get(COOKIE) == http.connection_id:
+            set_cookie(response, request, http.connection_id)  # a cookie client's: renewed
+        return response
 
     async def initialize(
         self,
         registry: SessionRegistry,
         message: dict[str, Any],
-        request_id: Any,
         admission: Admission,
-        scope: Scope,
-        address: str,
+        request: Request,
     ) -> Response:
+        scope = request.scope
+        address = request.client.host if request.client else "?"
+        request_id = message.get("id")
         params = message.get("params")
         if isinstance(params, dict):
             meta = params.get("_meta")
@@ -474,9 +586,7 @@ class StreamableHttp:
         )
         # Clients of the RFD keep cookies for the connection's life; the hub takes this one in
         # place of the header (never across sites: SameSite=Strict).
-        response.set_cookie(
-            COOKIE, http.connection_id, path="/acp", httponly=True, samesite="strict"
-        )
+        set_cookie(response, request, http.connection_id)
         return response
 
     def forget(self, http: HttpConnection) -> None:
@@ -492,7 +602,10 @@ class StreamableHttp:
         if isinstance(found, Response):
             return found
         found.conn.close(NORMAL_CLOSE, "the client ended the connection")
-        return Response(status_code=202)
+        response = Response(status_code=202)
+        if request.cookies.get(COOKIE) == found.connection_id:
+            clear_cookie(response, request)
+        return response
 
     # -- GET -------------------------------------------------------------------------------
 
@@ -514,6 +627,10 @@ class StreamableHttp:
             return
         http = found
         session_id = request.headers.get(SESSION_HEADER)
+        if session_id is not None and not http.outbox.open_stream(session_id, check_only=True):
+            # Before the session is looked up: past the cap a GET makes no node follow it.
+            await self._too_many_streams(http, session_id, scope, receive, send)
+            return
         if session_id is not None:
             try:
                 known = await session_for_get(registry, session_id, http.conn.access)
@@ -530,8 +647,10 @@ class StreamableHttp:
                 )
                 await response(scope, receive, send)
                 return
+        if session_id is not None and not http.outbox.open_stream(session_id):
+            await self._too_many_streams(http, session_id, scope, receive, send)
+            return
         last_event_id = request.headers.get("last-event-id")
-        http.outbox.stream(session_id)
         writer = http.outbox.writers[session_id]
         resume_from: tuple[int, int] | None = None
         if last_event_id and session_id is not None and not writer.keeps(last_event_id):
@@ -558,6 +677,14 @@ class StreamableHttp:
                 await writer.detach(send)
             http.open_gets -= 1
             http.last_activity = anyio.current_time()
+
+    async def _too_many_streams(
+        self, http: HttpConnection, session_id: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        limit = http.outbox.max_streams
+        http.conn.mistake("a stream for %s past %d session streams, refused", session_id, limit)
+        message = f"max_streams_per_connection: at most {limit} session streams"
+        await json_error(429, message)(scope, receive, send)
 
     async def _hold(
         self, http: HttpConnection, writer: SseWriter, detached: anyio.Event, receive: Receive
@@ -590,6 +717,7 @@ async def _read_body(request: Request, limit: int) -> bytearray | Response:
     return body
 
 
-def _rpc_error(status: int, code: int, message: str, data: Any) -> Response:
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message, "data": data}}
+def _rpc_error(status: int, code: int, message: str, data: Any, request_id: Any = None) -> Response:
+    error = {"code": code, "message": message, "data": data}
+    body = {"jsonrpc": "2.0", "id": request_id, "error": error}
     return Response(orjson.dumps(body), status_code=status, media_type="application/json")

@@ -4,11 +4,26 @@ rules: the connection's stream, a session's stream, or the ``initialize`` POST's
 
 Each stream is an ``Outbox`` (byte-bounded, slow consumers closed) over an ``SseWriter``
 (``hub.server.sse``); a frame for a stream that no GET reads yet waits in that stream's outbox.
+
+What a client can make a connection hold is bounded (``docs/limits.md``):
+
+* a session's stream exists only for a session the connection is attached to, or one a GET
+  opened (its session exists and the credential may see it); a frame about any other session
+  (the answer to a request whose ``Acp-Session-Id`` names no session of the connection, a
+  refusal) goes on the connection's stream;
+* at most ``max_streams_per_connection`` session streams: one more first takes the place of a
+  stream nobody reads, with nothing queued, of a session the connection left; failing that,
+  the session's frames go on the connection's stream (and a GET for it is refused);
+* every stream's queued bytes together stay under ``outbox_bytes`` (past it: 1013, as one
+  WebSocket outbox);
+* the answer routes (which stream answers which request) number at most
+  ``max_pending_requests + ROUTE_SLACK``: a request beyond them is refused before it is read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import logging
+from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import Any
 
@@ -16,15 +31,20 @@ import anyio
 import anyio.abc
 import orjson
 
-from hub.server.outbox import Outbox
+from hub.server.outbox import SLOW_CONSUMER, Outbox
 from hub.server.sse import SseWriter
 from hub.settings import Settings
 
-__all__ = ["RETAIN_SHARE", "StreamOutbox"]
+__all__ = ["RETAIN_SHARE", "ROUTE_SLACK", "StreamOutbox"]
+
+log = logging.getLogger("hub.server")
 
 RETAIN_SHARE = 4
 """A stream keeps the last ``outbox_bytes // RETAIN_SHARE`` bytes it wrote, for GETs that come
 back with ``Last-Event-ID`` (1 MiB with the default bound)."""
+ROUTE_SLACK = 128
+"""Answer routes a connection may hold beyond ``max_pending_requests``: the requests waiting
+in its inbox (64) and those handled whose answer is on its way."""
 
 _UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"'
 
@@ -45,6 +65,10 @@ class StreamOutbox:
         self._closing: tuple[int, str] | None = None
         self._finished = False
         self._done = anyio.Event()
+        self.max_streams = settings.max_streams_per_connection
+        self.max_routes = settings.max_pending_requests + ROUTE_SLACK
+        self.attached: Callable[[str], bool] = _nowhere
+        """Whether the connection is attached to a session (its owner sets it)."""
         self.stream(None)
 
     # -- streams -----------------------------------------------------------------------------
@@ -66,6 +90,53 @@ class StreamOutbox:
                 self._tg.start_soon(self._run_stream, session_id, outbox)
         return outbox
 
+    @property
+    def session_streams(self) -> int:
+        """How many session streams the connection holds."""
+        return len(self.streams) - 1
+
+    @property
+    def routes(self) -> int:
+        """How many answers to the client's requests wait to be routed."""
+        return len(self._answers_to)
+
+    def open_stream(self, session_id: str, *, check_only: bool = False) -> bool:
+        """Make ``session_id``'s stream for a GET (the caller checked the session); ``False``
+        when the connection holds ``max_streams`` already and none can give way. With
+        ``check_only``, only whether it could be made (a stream may give way already)."""
+        if session_id not in self.streams and not self._room():
+            return False
+        if not check_only:
+            self.stream(session_id)
+        return True
+
+    def _target(self, session_id: str | None) -> str | None:
+        """The stream a frame about ``session_id`` goes on: its own while it exists or while
+        the connection is attached to the session (room permitting), else the connection's."""
+        if session_id is None or session_id in self.streams:
+            return session_id
+        if self.attached(session_id) and self._room():
+            return session_id
+        return None
+
+    def _room(self) -> bool:
+        """Whether one more session stream may be made, once a stream nobody reads, with
+        nothing queued, of a session the connection left gave way if need be."""
+        if self.session_streams < self.max_streams:
+            return True
+        for session_id, outbox in self.streams.items():
+            if (
+                session_id is not None
+                and not self.attached(session_id)
+                and not self.writers[session_id].attached
+                and outbox.queued_bytes == 0
+            ):
+                del self.streams[session_id]
+                del self.writers[session_id]
+                outbox.finish()
+                return True
+        return False
+
     def reset_stream(self, session_id: str) -> Outbox:
         """Drop what waits for ``session_id``'s stream and start it afresh (a resume from a
         cursor the stream no longer keeps will queue the session's events again)."""
@@ -79,6 +150,11 @@ class StreamOutbox:
         """The answer to the client's request ``request_id`` goes on ``session_id``'s stream
         (``None``: the connection's)."""
         self._answers_to[_key(request_id)] = session_id
+
+    @property
+    def routes_full(self) -> bool:
+        """Whether the client has ``max_routes`` requests unanswered: refuse the next."""
+        return len(self._answers_to) >= self.max_routes
 
     def answered(self, request_id: Any) -> None:
         """The client answered the hub's request ``request_id``: nothing to withdraw later."""
@@ -117,7 +193,10 @@ class StreamOutbox:
                 # Withdrawing a hub request: on the stream the request went on.
                 return "stream", self._requests_on.pop(_key(params.get("requestId")), None)
             if "id" in obj:
-                self._requests_on[_key(obj["id"])] = session_id
+                # Its withdrawal goes where the request went, whatever room there is by then.
+                target = self._target(session_id)
+                self._requests_on[_key(obj["id"])] = target
+                return "stream", target
             return "stream", session_id
         request_id = _key(obj.get("id"))
         if request_id in self._waiting and not self._waiting[request_id]:
@@ -147,7 +226,20 @@ class StreamOutbox:
             self._waiter.set()
             self._waiter = anyio.Event()
             return True
-        return self.stream(target).push(frame)
+        if not self.stream(self._target(target)).push(frame):
+            return False
+        queued = self.queued_bytes
+        if queued > self._settings.outbox_bytes:
+            log.warning(
+                "! %s: slow consumer, %d bytes queued on its streams over the bound of %d: "
+                "closing with 1013",
+                self._name,
+                queued,
+                self._settings.outbox_bytes,
+            )
+            self.close(SLOW_CONSUMER, "slow consumer: resume with your cursor")
+            return False
+        return True
 
     def push_pages(self, pages: Iterable[bytes]) -> bool:
         if self.closed:
@@ -157,7 +249,7 @@ class StreamOutbox:
         if first is None:
             return True
         _, target = self._route(first)  # a replay: every page is for one session
-        return self.stream(target).push_pages(_prepend(first, pages))
+        return self.stream(self._target(target)).push_pages(_prepend(first, pages))
 
     def close(self, code: int, reason: str) -> None:
         if self.closed:
@@ -190,6 +282,10 @@ class StreamOutbox:
             self.close(outbox.close_code, "slow consumer: resume with your cursor")
         if self.closed and all(o.closed for o in self.streams.values()):
             self._done.set()
+
+
+def _nowhere(session_id: str) -> bool:
+    return False
 
 
 def _key(request_id: Any) -> Any:

@@ -2,11 +2,16 @@
 
 Theory of operation
 -------------------
-A client calls ``_hub/subscribe_sessions``: it is answered with a card for every session it may
-see and from then on receives ``_hub/sessions_changed`` notifications ``{sessions, removed}``
-with the cards that changed and the ids of sessions that are gone, over its own connection (one
-connection watches every session; it attaches to none). ``_hub/unsubscribe_sessions`` stops
-them; so does the connection closing (``forget``).
+A client calls ``_hub/subscribe_sessions``: it is answered with the first page of cards of the
+sessions it may see (``page_size`` of them, ordered by session id, with a ``nextCursor`` while
+more follow; it calls again with ``{cursor}`` for each next page) and from then on receives
+``_hub/sessions_changed`` notifications ``{sessions, removed}`` with the cards that changed and
+the ids of sessions that are gone, over its own connection (one connection watches every
+session; it attaches to none). A notification carries at most ``page_size`` cards too (a pass
+that changed more sends several). Pages keep every answer small whatever the number of
+sessions: one answer with every card of a full hub (1,000 sessions, 1-2 MB) could pass a
+client's ``outbox_bytes`` on its own. ``_hub/unsubscribe_sessions`` stops the notifications; so
+does the connection closing (``forget``).
 
 One ``SessionWatch`` per registry does the work for every subscriber. A session's card can
 only change when something is appended to its log (every state change the hub or the agent
@@ -107,6 +112,8 @@ class SessionWatch:
 
     def __init__(self, registry: SessionRegistry, *, interval: float = 0.5, settle: float = 0.1):
         self.registry = registry
+        self.page_size = registry.settings.list_page_size
+        """Cards in one answer or notification at most (``list_page_size``)."""
         self.interval = interval
         self.settle = settle
         self.subscribers: dict[str, ClientConnection] = {}
@@ -120,20 +127,31 @@ class SessionWatch:
         self._wake.set()
 
     def subscribe(
-        self, client: ClientConnection, visible: Callable[[str], bool] | None = None
-    ) -> list[dict[str, Any]]:
-        """Add ``client``; the cards of every session it may see now (what it is answered).
-        ``visible(session_id)`` limits it to some sessions (``None``: all)."""
+        self,
+        client: ClientConnection,
+        visible: Callable[[str], bool] | None = None,
+        *,
+        after: str | None = None,
+        limit: int = 0,
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Add ``client`` (again: nothing changes); one page of the cards of the sessions it
+        may see now, ordered by id, those after the id ``after`` (``None``: from the first),
+        at most ``limit`` (``0``: all), and whether more follow. ``visible(session_id)``
+        limits it to some sessions (``None``: all)."""
         self.subscribers[client.client_id] = client
         if visible is None:
             self._visible.pop(client.client_id, None)
         else:
             self._visible[client.client_id] = visible
-        cards = [
-            card(session)
-            for session in self.registry.sessions.values()
-            if visible is None or visible(session.id)
-        ]
+        ids = sorted(
+            session_id
+            for session_id in self.registry.sessions
+            if (after is None or session_id > after) and (visible is None or visible(session_id))
+        )
+        more = 0 < limit < len(ids)
+        if more:
+            ids = ids[:limit]
+        cards = [card(self.registry.sessions[session_id]) for session_id in ids]
         if not self._running:
             # The pass starts from what the first subscriber was just told.
             self._seen = {
@@ -141,7 +159,7 @@ class SessionWatch:
             }
             self._running = True
             self.registry.spawn(self._run, "session watch")
-        return cards
+        return cards, more
 
     def unsubscribe(self, client: ClientConnection) -> None:
         self.subscribers.pop(client.client_id, None)
@@ -178,22 +196,33 @@ class SessionWatch:
         self._seen = seen
         if not changed and not removed:
             return
-        frame = jsonrpc.notification(
-            "_hub/sessions_changed", {"sessions": changed, "removed": removed}
-        )
+        frames = _notifications(changed, removed, self.page_size)
         for client_id, client in self.subscribers.items():
             visible = self._visible.get(client_id)
             if visible is None:
-                client.outbox.push(frame)
+                for frame in frames:
+                    client.outbox.push(frame)
                 continue
             mine = [c for c in changed if visible(c["sessionId"])]
             gone = [session_id for session_id in removed if visible(session_id)]
             if mine or gone:
-                client.outbox.push(
-                    jsonrpc.notification(
-                        "_hub/sessions_changed", {"sessions": mine, "removed": gone}
-                    )
-                )
+                for frame in _notifications(mine, gone, self.page_size):
+                    client.outbox.push(frame)
+
+
+def _notifications(
+    changed: list[dict[str, Any]], removed: list[str], page_size: int
+) -> list[bytes]:
+    """``_hub/sessions_changed`` frames of at most ``page_size`` cards each (``0``: one frame);
+    the removed ids ride with the first."""
+    size = page_size or max(1, len(changed))
+    pages = [changed[at : at + size] for at in range(0, len(changed), size)] or [[]]
+    return [
+        jsonrpc.notification(
+            "_hub/sessions_changed", {"sessions": page, "removed": removed if n == 0 else []}
+        )
+        for n, page in enumerate(pages)
+    ]
 
 
 _watches: weakref.WeakKeyDictionary[SessionRegistry, SessionWatch] = weakref.WeakKeyDictionary()

@@ -14,6 +14,13 @@ What must hold, whatever the corpus:
   at error level for anything a client sent;
 * afterwards a fresh client can initialize, start a session and finish a turn;
 * the watcher of the other session saw every event of it, in order, with no gap.
+
+The Streamable HTTP profile gets its own corpus (``ACP_HUB_FUZZ_HTTP_REQUESTS``, default 200):
+POST, GET, DELETE and more with arbitrary connection and session ids, cookies,
+``Last-Event-ID``, content types and the same bodies, on live connections and dead ones. No
+answer may be a ``500`` (nor any status docs/protocol.md does not list), nothing a client sent
+may log a traceback, and after every request each connection's session streams and answer
+routes stay within their caps (``docs/limits.md``).
 """
 
 from __future__ import annotations
@@ -362,3 +369,164 @@ def _stream_from(client: AcpClient, session_id: str, first: int) -> list[Any]:
         for p in client.session_updates(session_id)
         if p["_meta"]["acp-hub"]["seq"] >= first
     ]
+
+
+# -- the Streamable HTTP profile -------------------------------------------------------------
+
+HTTP_REQUESTS = int(os.environ.get("ACP_HUB_FUZZ_HTTP_REQUESTS", "200"))
+HTTP_STATUSES = {200, 202, 400, 401, 403, 404, 405, 406, 413, 415, 429, 501}
+"""What docs/protocol.md answers a Streamable HTTP request; never a 500 (nor a 503 on one
+node that is neither starting nor stopping)."""
+
+LIVE = "<live>"  # replaced by the id of a connection of the fuzzer's that may still be open
+header_values = st.one_of(
+    st.just(LIVE),
+    st.just(SESSION),
+    st.sampled_from(["c-" + "0" * 32, "c-nope", "", " ", "0:1", "1:2:3", "-1:-1", "a:b:c"]),
+    st.text(
+        st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=24
+    ),  # what a header may carry
+)
+http_requests = st.fixed_dictionaries(
+    {
+        "method": st.sampled_from(["POST"] * 6 + ["GET"] * 2 + ["DELETE", "PUT"]),
+        # Mostly a live connection: most requests get past the connection lookup.
+        "connection": st.one_of(st.none(), st.just(LIVE), st.just(LIVE), header_values),
+        "session": st.one_of(st.none(), st.none(), header_values),
+        "cookie": st.one_of(st.none(), st.none(), header_values),
+        "last_event_id": st.one_of(st.none(), st.none(), header_values),
+        "content_type": st.sampled_from(
+            ["application/json"] * 6 + ["application/json; charset=utf-8", "text/plain", ""]
+        ),
+        "accept": st.sampled_from(["text/event-stream", "*/*", ""]),
+        "body": frames,
+    }
+)
+
+
+def http_corpus(size: int, seed: int) -> list[dict[str, Any]]:
+    """``size`` HTTP requests drawn from ``http_requests`` (reproducible by seed)."""
+    out: list[dict[str, Any]] = []
+
+    @settings(
+        max_examples=size,
+        database=None,
+        deadline=None,
+        derandomize=False,
+        suppress_health_check=list(HealthCheck),
+    )
+    @hypothesis_seed(seed)
+    @given(http_requests)
+    def draw(request: dict[str, Any]) -> None:
+        out.append(request)
+
+    draw()
+    return out[:size]
+
+
+async def test_the_hub_survives_a_hostile_streamable_http_wire(
+    quiet_hub_log: pytest.LogCaptureFixture,
+) -> None:
+    import httpx
+
+    from tests.server.http_client import http_acp
+
+    requests = http_corpus(HTTP_REQUESTS, SEED)
+    agent = scripted_agent("scripted", 2)
+    settings = Settings(max_sessions=0, max_sessions_per_principal=0, max_streams_per_connection=3)
+    async with (
+        running_hub([agent], settings) as hub,
+        http_acp(hub.http_acp) as owner,
+        httpx.AsyncClient(timeout=httpx.Timeout(20, read=5)) as http,
+    ):
+        session_id = (await owner.call("session/new", {"cwd": "/tmp", "mcpServers": []}))[
+            "sessionId"
+        ]
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {"protocolVersion": 2, "info": {"name": "fuzz", "version": "1"}},
+        }
+        json_headers = {"Content-Type": "application/json"}
+        live: list[str] = []
+
+        async def fresh() -> None:
+            answer = await http.post(hub.http_acp, content=orjson.dumps(init), headers=json_headers)
+            assert answer.status_code == 200, answer.text
+            live.append(answer.headers["acp-connection-id"])
+
+        def fill(value: str | None) -> str | None:
+            if value is None:
+                return None
+            # A header value has no whitespace around it (the client library insists).
+            return value.replace(LIVE, live[-1]).replace(SESSION, session_id).strip()
+
+        def bounded() -> None:
+            for connection in hub.app.http.connections.values():
+                outbox = connection.outbox
+                assert outbox.session_streams <= settings.max_streams_per_connection
+                assert outbox.routes <= outbox.max_routes
+
+        await fresh()
+        statuses: Counter[int] = Counter()
+        for spec in requests:
+            if live[-1] not in hub.app.http.connections:
+                await fresh()  # the last one was deleted or closed: the fuzzer needs a live one
+            http.cookies.clear()
+            headers: dict[str, str] = {}
+            for name, key in (
+                ("Acp-Connection-Id", "connection"),
+                ("Acp-Session-Id", "session"),
+                ("Last-Event-ID", "last_event_id"),
+            ):
+                value = fill(spec[key])
+                if value is not None:
+                    headers[name] = value
+            cookie = fill(spec["cookie"])
+            if cookie is not None:
+                headers["Cookie"] = f"acp-connection={cookie}"
+            if spec["content_type"]:
+                headers["Content-Type"] = spec["content_type"]
+            if spec["accept"]:
+                headers["Accept"] = spec["accept"]
+            body = spec["body"].replace(SESSION, session_id).encode("utf-8", "surrogatepass")
+            culprit = f"{spec['method']} {headers} {body[:200]!r} (seed {SEED})"
+            if spec["method"] == "GET":
+                # A stream answers at once with its status; then the client goes away.
+                async with http.stream("GET", hub.http_acp, headers=headers) as response:
+                    status = response.status_code
+            else:
+                response = await http.request(
+                    spec["method"], hub.http_acp, headers=headers, content=body
+                )
+                status = response.status_code
+                if status == 200 and "acp-connection-id" in response.headers:
+                    live.append(response.headers["acp-connection-id"])
+            statuses[status] += 1
+            assert status in HTTP_STATUSES, f"{status} for {culprit}"
+            bounded()
+
+        # The owner's connection and session are untouched; a new client runs a whole turn.
+        assert (await owner.call("session/list", {}))["sessions"]
+        async with http_acp(hub.http_acp) as client:
+            new = (await client.call("session/new", {"cwd": "/tmp", "mcpServers": []}))["sessionId"]
+            client.open_stream(new)
+            prompt = {"sessionId": new, "prompt": [{"type": "text", "text": "say still alive"}]}
+            await client.call("session/prompt", prompt)
+            await client.wait_for(
+                lambda: any(
+                    u["update"].get("sessionUpdate") == "state_update"
+                    and u["update"].get("state") == "idle"
+                    and u["update"].get("stopReason") is not None
+                    for u in client.session_updates(new)
+                )
+            )
+        bounded()
+        assert statuses[202] > 0, statuses  # the corpus reached connections, not only 4xx
+
+    tracebacks = [r for r in quiet_hub_log.records if r.exc_info or r.levelno >= logging.ERROR]
+    assert not tracebacks, (
+        f"{len(tracebacks)} error/traceback log records for client input (seed {SEED}); first: "
+        f"{tracebacks[0].getMessage()}"
+    )

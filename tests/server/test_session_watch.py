@@ -13,7 +13,9 @@ import anyio
 import pytest
 
 from hub.server.watch import watch_of
+from hub.settings import Settings
 from tests.server.harness import TIMEOUT, AcpClient, acp_client, running_hub, scripted_agent
+from tests.server.http_client import http_acp
 
 pytestmark = pytest.mark.anyio
 
@@ -158,8 +160,9 @@ async def test_a_subscriber_limited_to_some_sessions_hears_of_those_only() -> No
         watch = watch_of(hub.app.registry)
         client_id = watcher.init_result["_meta"]["acp-hub"]["clientId"]
         (conn,) = [c for c in hub.app.connections if c.client_id == client_id]
-        answer = watch.subscribe(conn, visible=lambda session_id: session_id == mine)
+        answer, more = watch.subscribe(conn, visible=lambda session_id: session_id == mine)
         assert [c["sessionId"] for c in answer] == [mine]
+        assert not more
         await driver.prompt(other, "say not for you")
         await driver.prompt(mine, "say for you")
         await watcher.wait_for(lambda: cards(watcher).get(mine, {}).get("answer") == "for you")
@@ -182,3 +185,47 @@ async def test_a_subscriber_limited_to_some_sessions_hears_of_those_only() -> No
             for s in n["params"]["removed"]
         }
         assert told == {mine}
+
+
+@pytest.mark.parametrize("transport", ["websocket", "http"])
+async def test_the_cards_come_in_pages_and_so_do_the_notifications(transport: str) -> None:
+    # The whole picture of a full hub in one answer (1-2 MB) could pass outbox_bytes alone.
+    settings = Settings(list_page_size=2)
+    async with running_hub([scripted_agent()], settings) as hub, acp_client(hub.url) as driver:
+        created = sorted([await driver.new_session() for _ in range(5)])
+        async with (
+            acp_client(hub.url) if transport == "websocket" else http_acp(hub.http_acp)
+        ) as watcher:
+            pages: list[list[str]] = []
+            params: dict[str, Any] = {}
+            while True:
+                answer = await watcher.call("_hub/subscribe_sessions", params)
+                pages.append([c["sessionId"] for c in answer["sessions"]])
+                if "nextCursor" not in answer:
+                    break
+                params = {"cursor": answer["nextCursor"]}
+            assert pages == [created[0:2], created[2:4], created[4:]]
+            bad = {"cursor": "c1.nope!"}
+            with pytest.raises(Exception, match="cursor"):
+                await watcher.call("_hub/subscribe_sessions", bad)
+            # A pass that changes every session: notifications of at most two cards each.
+            for session_id in created:
+                await driver.call("_hub/set_policy", {"sessionId": session_id, "prompt": "lease"})
+
+            def told() -> list[list[str]]:
+                if isinstance(watcher, AcpClient):
+                    notes = watcher.notifications
+                else:
+                    notes = [
+                        e.data
+                        for e in watcher.events
+                        if isinstance(e.data, dict) and "method" in e.data
+                    ]
+                return [
+                    [c["sessionId"] for c in n["params"]["sessions"]]
+                    for n in notes
+                    if n["method"] == "_hub/sessions_changed"
+                ]
+
+            await watcher.wait_for(lambda: {s for page in told() for s in page} == set(created))
+            assert all(len(page) <= 2 for page in told())

@@ -322,3 +322,46 @@ async def test_a_connection_whose_node_was_killed_is_answered_404_elsewhere(
             )
         for node in (b, c):
             assert "Traceback" not in node.log(), node.log()
+
+
+async def test_an_initialize_with_another_nodes_cookie_starts_a_connection_where_it_lands(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": 2, "info": {"name": "jar", "version": "1"}},
+    }
+    json = {"Content-Type": "application/json"}
+    async with three_nodes(tmp_path, redis_server) as (a, b, _), httpx.AsyncClient() as jar:
+        first = await jar.post(acp(a), content=orjson.dumps(init), headers=json)
+        assert first.status_code == 200, first.text
+        old = first.headers["acp-connection-id"]
+        assert jar.cookies.get("acp-connection") == old
+        # The jar presents A's cookie to B (cookies ignore the port): B starts a connection of
+        # its own instead of relaying the initialize to A, where it was swallowed.
+        second = await jar.post(acp(b), content=orjson.dumps(init), headers=json)
+        assert second.status_code == 200, second.text
+        new = second.headers["acp-connection-id"]
+        assert new != old
+        assert "result" in second.json()
+        assert jar.cookies.get("acp-connection") == new
+        listing = {"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}}
+        for connection_id in (old, new):  # both live, each on its node, reachable from both
+            for node in (a, b):
+                headers = {**json, "Acp-Connection-Id": connection_id}
+                posted = await jar.post(acp(node), content=orjson.dumps(listing), headers=headers)
+                assert posted.status_code == 202, posted.text
+        # The cookie alone, relayed from A to B (which holds the connection), over https as
+        # the proxy in front of A says: B renews it, Secure.
+        https = {**json, "X-Forwarded-Proto": "https"}
+        posted = await jar.post(acp(a), content=orjson.dumps(listing), headers=https)
+        assert posted.status_code == 202, posted.text
+        renewed = posted.headers["set-cookie"].lower()
+        assert renewed.startswith(f"acp-connection={new}")
+        assert "secure" in renewed
+        assert "max-age=86400" in renewed
+        for connection_id in (old, new):
+            deleted = await jar.delete(acp(a), headers={"Acp-Connection-Id": connection_id})
+            assert deleted.status_code == 202

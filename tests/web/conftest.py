@@ -43,11 +43,13 @@ def embedding() -> Iterator[Embedding]:
 def hub(embedding: Embedding, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     """``acp-hub demo --port 0`` with the scripted agent (twice: ``scripted``, and ``resumable``,
     which keeps its sessions on disk so that a new process takes them back), one allowed
-    embedding origin and ``presence_viewers = 1``."""
+    embedding origin, ``presence_viewers = 1`` and ``list_page_size = 2``."""
     config = tmp_path_factory.mktemp("hub") / "acp-hub.toml"
-    # One listed viewer at most, so that a test can see an audience counted, not listed.
+    # One listed viewer at most, so that a test can see an audience counted, not listed; two
+    # sessions a page, so that the pages those lists and the dashboard follow are many.
     config.write_text(
         f'[hub]\nembed_origins = ["{embedding.allowed.origin}"]\npresence_viewers = 1\n'
+        "list_page_size = 2\n"
     )
     scripted = shlex.join([sys.executable, str(SCRIPTED), "--protocol", "2"])
     agent_state = config.parent / "agent-state"

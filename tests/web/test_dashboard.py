@@ -153,3 +153,20 @@ def test_notifications_are_asked_for_on_a_click_only(hub: Hub, new_page: NewPage
     assert dashboard.evaluate("window.__shown") == ["demo waits for permission"]
     driver.locator(".permission-dialog button").first.click()
     wait_idle(driver)
+
+
+def test_a_dashboard_opened_on_many_sessions_follows_every_page(
+    hub: Hub, new_page: NewPage
+) -> None:
+    # The hub answers two cards a page (tests/web/conftest.py): five sessions are three pages
+    # at least (the hub of these tests keeps the sessions of the tests before).
+    starter = new_page()
+    sessions = [start_session(starter, hub.url, agent="scripted") for _ in range(5)]
+    dashboard = open_dashboard(new_page(), hub)
+    for session in sessions:
+        expect(card(dashboard, session)).to_have_count(1)
+    # A reload subscribes again, page by page: the same cards, none lost or doubled.
+    dashboard.reload()
+    dashboard.wait_for_selector("[data-connection=ready]")
+    for session in sessions:
+        expect(card(dashboard, session)).to_have_count(1)

@@ -1,7 +1,7 @@
 // @ts-check
 /**
  * The team dashboard `/`: every session the viewer may see as a live card, through one
- * WebSocket (`_hub/subscribe_sessions`, then `_hub/sessions_changed` notifications; see
+ * WebSocket (`_hub/subscribe_sessions` page by page, then `_hub/sessions_changed` notifications; see
  * docs/protocol.md), and for those allowed a form that starts a new session.
  *
  * Theory of operation: cards are kept by session id; a notification replaces the cards it
@@ -113,6 +113,8 @@ const dirty = new Set();
 const seenPending = new Set();
 let frame = 0;
 let role = 'viewer';
+/** @type {Set<unknown> | null} the sessions heard of while the pages of a subscription come */
+let subscribing = null;
 
 /**
  * Waiting answers from cards, by session id: the option the person chose.
@@ -478,15 +480,31 @@ rpc = new RpcConnection(hubSocketUrl(), {
       formBox.hidden = true;
     }
     drawNotifyButton();
-    const result = await conn.request('_hub/subscribe_sessions', {});
-    // A (re)subscription is the whole picture: forget cards the hub no longer has.
-    const sessions = Array.isArray(result?.sessions) ? result.sessions : [];
-    const current = new Set(sessions.map((/** @type {any} */ c) => c?.sessionId));
-    receive(sessions, [...cards.keys()].filter((id) => !current.has(id)));
+    // A (re)subscription is the whole picture, in pages (each card as new as the page that
+    // brought it, notifications in between included): forget cards the hub no longer has.
+    const current = new Set();
+    subscribing = current;
+    try {
+      /** @type {Record<string, unknown>} */
+      let params = {};
+      for (;;) {
+        const result = await conn.request('_hub/subscribe_sessions', params);
+        const sessions = Array.isArray(result?.sessions) ? result.sessions : [];
+        for (const c of sessions) current.add(c?.sessionId);
+        receive(sessions, []);
+        if (typeof result?.nextCursor !== 'string') break;
+        params = { cursor: result.nextCursor };
+      }
+    } finally {
+      subscribing = null;
+    }
+    receive([], [...cards.keys()].filter((id) => !current.has(id)));
   },
   onNotification(method, params) {
     if (method === '_hub/sessions_changed') {
-      receive(Array.isArray(params?.sessions) ? params.sessions : [], Array.isArray(params?.removed) ? params.removed : []);
+      const changed = Array.isArray(params?.sessions) ? params.sessions : [];
+      for (const c of changed) subscribing?.add(c?.sessionId);
+      receive(changed, Array.isArray(params?.removed) ? params.removed : []);
     } else if (method === '_hub/answer_refused') {
       for (const waiting of answering.values()) waiting.reject(new Error(String(params?.error?.message ?? 'refused')));
     }
