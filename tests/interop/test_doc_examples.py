@@ -68,6 +68,8 @@ async def test_a_documented_client_example_runs_a_turn(name: str, tmp_path: Path
             done = await anyio.run_process(command, env=env, cwd=str(tmp_path), check=False)
     output = done.stdout.decode()
     assert done.returncode == 0, (output, done.stderr.decode()[-2000:])
-    assert output.strip().endswith("end_turn"), output
+    # The stop reason on a line of its own (over HTTP the session's stream may still be
+    # printing the answer when the prompt's answer arrives on the connection's).
+    assert "end_turn" in output.replace("hello", "\n").split(), output
     if language == "python":
         assert "hello" in output  # the agent's answer, printed by the example's client

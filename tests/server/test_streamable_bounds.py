@@ -276,12 +276,21 @@ async def test_a_second_initialize_on_a_live_connection_is_refused_not_swallowed
 
 
 async def test_the_cookie_is_secure_when_the_client_came_over_https() -> None:
-    # uvicorn takes X-Forwarded-Proto from the proxies it trusts (loopback by default).
-    async with running_hub([_agent()]) as hub, httpx.AsyncClient() as http:
+    # uvicorn takes X-Forwarded-Proto only from the hub's trusted proxies (none by default).
+    trusted = Settings(trusted_proxies=("127.0.0.1",))
+    async with running_hub([_agent()], trusted) as hub, httpx.AsyncClient() as http:
         headers = {**JSON, "X-Forwarded-Proto": "https"}
         answered = await http.post(hub.http_acp, content=orjson.dumps(INIT), headers=headers)
         assert answered.status_code == 200
         assert "secure" in _set_cookies(answered)[0].lower()
+        connection_id = answered.headers["acp-connection-id"]
+        await http.delete(hub.http_acp, headers={"Acp-Connection-Id": connection_id})
+    # Without a trusted proxy the header is only a client's claim: no Secure.
+    async with running_hub([_agent()]) as hub, httpx.AsyncClient() as http:
+        headers = {**JSON, "X-Forwarded-Proto": "https"}
+        answered = await http.post(hub.http_acp, content=orjson.dumps(INIT), headers=headers)
+        assert answered.status_code == 200
+        assert "secure" not in _set_cookies(answered)[0].lower()
         connection_id = answered.headers["acp-connection-id"]
         await http.delete(hub.http_acp, headers={"Acp-Connection-Id": connection_id})
 
