@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8765
 
-.PHONY: demo serve test lint typecheck unit peers bench bench-quick clean
+.PHONY: demo serve test lint typecheck unit peers bench bench-quick screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ bench: $(VENV)/.installed-test
 ## make bench-quick: a short smoke run of the same scenarios (correctness only)
 bench-quick: $(VENV)/.installed-test
 	$(BIN)/python -m tests.bench.run --quick
+
+## make screenshots: the screenshots of docs/screenshots, from the browser tests that take them
+screenshots: $(VENV)/.installed-test
+	ACP_HUB_SCREENSHOTS=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest tests/web -m screenshots -q
 
 clean:
 	rm -rf $(VENV) tests/peers/node_modules tests/peers/cache .coverage
