@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -228,7 +229,7 @@ def test_dashboard_cards_and_start_form(hub: Hub, new_page: NewPage, size: str) 
 
 
 def test_screenshots_are_written_only_when_asked(
-    module_page: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    module_page: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A test run writes no screenshot (docs/screenshots is the checkout's); `make screenshots`
     names a directory, and they go there."""
@@ -237,4 +238,5 @@ def test_screenshots_are_written_only_when_asked(
     monkeypatch.setenv(SCREENSHOTS_ENV, str(tmp_path / "shots"))
     written = screenshot(module_page, "probe.png")
     assert written == tmp_path / "shots" / "probe.png"
+    assert written is not None
     assert written.read_bytes().startswith(b"\x89PNG")
