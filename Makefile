@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8765
 
-.PHONY: demo serve test lint typecheck unit peers bench bench-quick matrix clean
+.PHONY: demo serve test lint typecheck unit peers bench bench-quick matrix screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,10 @@ bench-quick: $(VENV)/.installed-test
 ## make matrix: run the conformance matrix and write its table into docs/protocol.md
 matrix: peers
 	PYTHONPATH=. $(BIN)/python -m tests.interop.matrix --write
+
+## make screenshots: the screenshots of docs/screenshots, from the browser tests that take them
+screenshots: $(VENV)/.installed-test
+	ACP_HUB_SCREENSHOTS=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest tests/web -m screenshots -q
 
 clean:
 	rm -rf $(VENV) tests/peers/node_modules tests/peers/cache .coverage

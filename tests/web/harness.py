@@ -3,6 +3,7 @@ that can cut connections, and page actions shared by the tests."""
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import threading
@@ -24,6 +25,9 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SCREENSHOTS = ROOT / "docs" / "screenshots"
+"""Where ``make screenshots`` writes the documentation's screenshots."""
+SCREENSHOTS_ENV = "ACP_HUB_SCREENSHOTS"
+"""The directory the marked tests save their screenshots in; unset, they save none."""
 SCRIPTED = ROOT / "tests" / "agents" / "scripted_agent.py"
 WAIT_MS = 20_000
 """Playwright's default wait, in milliseconds."""
@@ -184,16 +188,42 @@ def transcript(page: Any) -> str:
     return str(page.locator(".entries").inner_text())
 
 
-def screenshot_path(name: str) -> Path:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    return SCREENSHOTS / name
+def screenshot(target: Any, name: str) -> Path | None:
+    """Save the documentation screenshot ``name`` of ``target`` (a page or a locator), with the
+    sessions' directories hidden, into the directory ``ACP_HUB_SCREENSHOTS`` names:
+    ``make screenshots`` sets it to ``docs/screenshots``. A plain test run writes nothing (tests
+    never write the checkout's files). The path written, or ``None``."""
+    directory = os.environ.get(SCREENSHOTS_ENV)
+    if not directory:
+        return None
+    path = Path(directory) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    hide_paths(getattr(target, "page", target))
+    target.screenshot(path=str(path))
+    return path
 
 
 def hide_paths(page: Any) -> None:
-    """Before a screenshot: hide the directories sessions run in (the checkout's path tells a
-    reader of the documentation nothing). Through the CSSOM, which the pages' CSP allows."""
+    """Before a screenshot: hide the directories sessions run in and write the checkout's path
+    as ``~/project`` (it tells a reader of the documentation nothing). Through the CSSOM and
+    the DOM, which the pages' CSP allows."""
     for frame in page.frames:  # embedded sessions too
         frame.evaluate(
             "() => { for (const node of document.querySelectorAll("
             "'.card-cwd, .terminal-cwd, .permission-cwd')) node.style.visibility = 'hidden'; }"
+        )
+        # The checkout's path in the agent's text (a diff's file name, say) reads as a project's.
+        frame.evaluate(
+            """(root) => {
+              const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+              for (let text = walker.nextNode(); text; text = walker.nextNode()) {
+                const value = text.nodeValue;
+                if (value.includes(root)) text.nodeValue = value.replaceAll(root, '~/project');
+              }
+              for (const input of document.querySelectorAll('input')) {
+                const value = input.value;
+                if (value.includes(root)) input.value = value.replaceAll(root, '~/project');
+              }
+            }""",
+            str(ROOT),
         )

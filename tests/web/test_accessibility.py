@@ -190,3 +190,19 @@ def test_keyboard_only_turn_with_a_permission(hub: Hub, new_page: NewPage) -> No
     wait_idle(page)
     expect(page.locator(".msg-agent").last).to_contain_text("permission: selected allow")
     expect(page.locator(".tool").last).to_contain_text("completed")
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_phone_session_page_and_its_details_have_no_serious_violation(
+    hub: Hub, new_page: NewPage, scheme: str
+) -> None:
+    page = new_page(color_scheme=scheme, viewport={"width": 375, "height": 812})
+    start_session(page, hub.url, query="?name=alice")
+    send_prompt(page, "tidy up the greeting helper")
+    page.locator(".permission-dialog").wait_for()
+    assert axe_problems(page) == []
+    page.locator(".permission-dialog button").first.click()
+    wait_idle(page)
+    page.get_by_role("button", name="Details").click()
+    expect(page.locator(".panel-controls")).to_be_visible()
+    assert axe_problems(page) == []

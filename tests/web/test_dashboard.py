@@ -7,13 +7,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.support import ROOT
 from tests.web.harness import (
     Hub,
-    hide_paths,
-    screenshot_path,
+    screenshot,
     send_prompt,
     start_session,
     wait_idle,
@@ -32,6 +32,7 @@ def card(page: Any, session: str) -> Any:
     return page.locator(f".card[data-session-id='{session}']")
 
 
+@pytest.mark.screenshots
 def test_three_sessions_on_two_agents_live_and_an_approver_answers_from_a_card(
     hub: Hub, new_page: NewPage
 ) -> None:
@@ -65,8 +66,7 @@ def test_three_sessions_on_two_agents_live_and_an_approver_answers_from_a_card(
     expect(dashboard.locator(".card").first).to_have_attribute("data-session-id", gamma)
     expect(dashboard).to_have_title("(1 waiting) Sessions · acp-hub")
     expect(waiting.locator(".card-turn")).to_contain_text("turn: ")
-    hide_paths(dashboard)
-    dashboard.screenshot(path=screenshot_path("dashboard.png"))
+    screenshot(dashboard, "dashboard.png")
 
     # The approver answers from the card; the agent continues and finishes the turn.
     waiting.get_by_role("button", name=re.compile("^Allow once")).click()

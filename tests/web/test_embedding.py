@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from tests.web.harness import (
     Embedding,
     Hub,
-    hide_paths,
-    screenshot_path,
+    screenshot,
     send_prompt,
     start_session,
     wait_idle,
@@ -32,6 +33,7 @@ def _finished_session(hub: Hub, new_page: NewPage) -> str:
     return session
 
 
+@pytest.mark.screenshots
 def test_widget_on_an_allowed_origin_shows_the_session_and_sizes_itself(
     hub: Hub, embedding: Embedding, new_page: NewPage
 ) -> None:
@@ -48,8 +50,7 @@ def test_widget_on_an_allowed_origin_shows_the_session_and_sizes_itself(
     # the element's max-height.
     host.wait_for_function(f"({FRAME_HEIGHT})() > 240")
     assert host.evaluate(FRAME_HEIGHT) <= 560
-    hide_paths(host)
-    host.screenshot(path=str(screenshot_path("widget.png")))
+    screenshot(host, "widget.png")
 
 
 def test_widget_on_another_origin_is_refused(

@@ -257,3 +257,45 @@ def test_every_prefix_of_a_streamed_answer_renders(module_page: Any) -> None:
         "<del>",
     ):
         assert tag in final, tag
+
+
+PLAIN = """
+async (cases) => {
+  const { plainText } = await import('/static/markdown.js');
+  return cases.map((text) => plainText(text));
+}
+"""
+
+PLAIN_CASES: list[tuple[str, str, str]] = [
+    (
+        "the demo answer's last lines",
+        "| edit | applied |\n| model | `demo-fast` |\n"
+        "- Everything here is simulated by the demo agent: no file was touched.\n"
+        "- Learn more about the protocol at "
+        "[agentclientprotocol.com](https://agentclientprotocol.com).",
+        "edit · applied\nmodel · demo-fast\n"
+        "• Everything here is simulated by the demo agent: no file was touched.\n"
+        "• Learn more about the protocol at agentclientprotocol.com.",
+    ),
+    ("table head and separator", "| a | b |\n|---|:-:|\n| 1 | 2 |", "a · b\n1 · 2"),
+    ("heading", "## The *new* function ##", "The new function"),
+    ("emphasis and code", "**bold**, _em_, ~~gone~~ and `x | y`", "bold, em, gone and x | y"),
+    ("fence lines go, code stays", "```python\ndef f():\n```", "def f():"),
+    ("ordered list and quote", "1. first\n> > quoted **twice**", "1. first\nquoted twice"),
+    ("rule", "above\n---\nbelow", "above\nbelow"),
+    (
+        "image and autolink",
+        "![a cat](https://e.com/c.png) <https://e.com>",
+        "image: a cat https://e.com",
+    ),
+    ("an unsafe link stays literal", "[x](javascript:alert(1))", "[x](javascript:alert(1))"),
+    ("escapes", r"\*not emphasis\*", "*not emphasis*"),
+    ("a tail cut inside markup", "ing** and [half](https://e", "ing** and [half](https://e"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "plain"), [c[1:] for c in PLAIN_CASES], ids=[c[0] for c in PLAIN_CASES]
+)
+def test_plain_text(module_page: Any, text: str, plain: str) -> None:
+    assert module_page.evaluate(PLAIN, [text]) == [plain]

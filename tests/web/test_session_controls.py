@@ -8,9 +8,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from playwright.sync_api import expect
 
-from tests.web.harness import Hub, open_as, screenshot_path, send_prompt, start_session, wait_idle
+from tests.web.harness import Hub, open_as, screenshot, send_prompt, start_session, wait_idle
 
 NewPage = Callable[..., Any]
 
@@ -47,6 +48,7 @@ def agent_said(page: Any, text: str) -> None:
     expect(page.locator(".msg-agent").last).to_contain_text(text)
 
 
+@pytest.mark.screenshots
 def test_elicitation_form_validates_then_sends_exactly_the_values(
     hub: Hub, new_page: NewPage
 ) -> None:
@@ -73,7 +75,7 @@ def test_elicitation_form_validates_then_sends_exactly_the_values(
     expect(page.get_by_label("Email")).to_have_attribute("aria-invalid", "true")
     expect(page.get_by_label("Email")).to_be_focused()
     expect(form.locator(".elicitation-status")).to_have_text("2 fields need attention.")
-    form.screenshot(path=screenshot_path("elicitation-form.png"))
+    screenshot(form, "elicitation-form.png")
     assert "elicit:" not in page.locator(".entries").inner_text()
 
     page.get_by_label("Email").fill("zed@example.com")
@@ -118,6 +120,7 @@ def test_elicitation_decline_and_cancel(hub: Hub, new_page: NewPage) -> None:
     agent_said(page, "elicit: cancel")
 
 
+@pytest.mark.screenshots
 def test_lease_queue_withdraw_and_grant_between_two_drivers(hub: Hub, new_page: NewPage) -> None:
     alice = new_page(viewport={"width": 1280, "height": 1200})
     session = start_session(alice, hub.url, agent="scripted", query="?name=alice")
@@ -151,7 +154,7 @@ def test_lease_queue_withdraw_and_grant_between_two_drivers(hub: Hub, new_page: 
     alice.get_by_role("button", name="Give").click()
     expect(bob.locator(".lease-holder")).to_contain_text("Lease: bob (you)")
     expect(alice.locator(".lease-holder")).to_contain_text("Lease: bob")
-    alice.locator(".panel-controls").screenshot(path=screenshot_path("lease-controls.png"))
+    screenshot(alice.locator(".panel-controls"), "lease-controls.png")
     # Now only bob prompts: alice is refused, with the reason under her prompt box.
     send_prompt(alice, "say from alice")
     expect(alice.locator(".composer-error")).to_contain_text("lease")

@@ -1,18 +1,18 @@
 """The session page against the real hub and demo agent: two clients, roles, permission
-dialog, rendering of the demo turn, reload, and the screenshots in ``docs/screenshots``."""
+dialog, rendering of the demo turn, reload, and screenshots for ``docs/screenshots``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.web.harness import (
     Hub,
-    hide_paths,
     open_as,
-    screenshot_path,
+    screenshot,
     send_prompt,
     start_session,
     transcript,
@@ -102,6 +102,7 @@ def test_driver_and_viewer_share_prompt_queue_and_permission(hub: Hub, new_page:
     assert viewer.locator("#config-mode").is_disabled()
 
 
+@pytest.mark.screenshots
 def test_demo_turn_renders_markdown_thoughts_diff_terminal_plan(
     hub: Hub, new_page: NewPage
 ) -> None:
@@ -146,23 +147,18 @@ def test_demo_turn_renders_markdown_thoughts_diff_terminal_plan(
     assert "end turn" in page.locator(".state-badge").inner_text()
 
     page.evaluate("window.scrollTo(0, 0)")
-    hide_paths(page)
-    page.screenshot(path=str(screenshot_path("session-desktop.png")))
+    screenshot(page, "session-desktop.png")
     phone = new_page(viewport={"width": 360, "height": 760}, device_scale_factor=2)
     phone.goto(f"{hub.url}/s/{session}")
     wait_idle(phone)
     # Nothing may force a horizontal scroll at 360 px.
     width = phone.evaluate("document.documentElement.scrollWidth")
     assert width <= 360, width
-    phone.locator(".msg-agent").last.scroll_into_view_if_needed()
-    hide_paths(phone)
-    phone.screenshot(path=str(screenshot_path("session-phone.png")))
     dark = new_page(viewport={"width": 1280, "height": 860}, color_scheme="dark")
     dark.goto(f"{hub.url}/s/{session}")
     wait_idle(dark)
     dark.locator(".terminal").first.scroll_into_view_if_needed()
-    hide_paths(dark)
-    dark.screenshot(path=str(screenshot_path("session-dark.png")))
+    screenshot(dark, "session-dark.png")
 
 
 def test_reload_rebuilds_the_same_content(hub: Hub, new_page: NewPage) -> None:

@@ -17,6 +17,7 @@
 import { connectionText, optionClass } from './blocks.js';
 import { button, el, errorText, labelize, token } from './dom.js';
 import { identityBadge, renderRefusal } from './access.js';
+import { plainText } from './markdown.js';
 import { RpcConnection, hubMeta, hubSocketUrl } from './rpc.js';
 import { pageToken, refusal } from './token.js';
 import { initializeParams } from './session-app.js';
@@ -328,18 +329,22 @@ function drawCard(node, card) {
   if (card.queued) facts.append(el('span', 'card-queued', `${card.queued} queued`));
   facts.append(el('span', 'card-cwd', String(card.cwd ?? '')));
 
-  const parts = [head, facts];
+  // The card's body: while a request waits, what it asks (in place of the answer, which is
+  // the previous turn's); else the last lines of the answer, as plain text.
+  const body = el('div', 'card-body');
   if (isWaiting(card)) {
-    for (const pending of card.pendingPermissions ?? []) parts.push(drawPending(card, pending));
-  }
-  if (card.answer) {
-    const answer = el('pre', 'card-answer', card.answer);
+    body.dataset.shows = 'request';
+    for (const pending of card.pendingPermissions ?? []) body.append(drawPending(card, pending));
+  } else if (card.answer) {
+    body.dataset.shows = 'answer';
+    const answer = el('div', 'card-answer', plainText(card.answer));
+    answer.setAttribute('role', 'region');
     answer.setAttribute('aria-label', `Latest answer of ${String(card.agent ?? 'the agent')}`);
     // It may scroll: reachable with the keyboard.
     answer.tabIndex = 0;
-    parts.push(answer);
+    body.append(answer);
   }
-  node.replaceChildren(...parts);
+  node.replaceChildren(head, facts, body);
 }
 
 /**

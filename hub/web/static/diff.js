@@ -62,6 +62,8 @@ function samePath(absolute, patchPath) {
 function renderLines(lines) {
   const body = el('div', 'diff-lines');
   body.setAttribute('role', 'table');
+  // Long lines scroll sideways (on a phone, most do): reachable with the keyboard.
+  body.tabIndex = 0;
   let oldLine = 0;
   let newLine = 0;
   for (const line of lines) {

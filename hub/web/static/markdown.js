@@ -544,3 +544,51 @@ export function renderMarkdown(text, depth = 0) {
   }
   return fragment;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Plain text
+
+/**
+ * The text of inline markdown, its markup gone (emphasis, code spans, links as their text).
+ * @param {string} text
+ * @returns {string}
+ */
+function inlineText(text) {
+  return renderInline(text).map((node) => node.textContent ?? '').join('');
+}
+
+/**
+ * Markdown as plain text, line by line, with its line breaks kept: what a dashboard card shows
+ * of an answer (whose first lines may be missing). Fences, rules and table separators go; a
+ * table row becomes its cells joined by ` · `; headings and quotes lose their marks, bullets
+ * become `•`; inline markup becomes its text. Never throws.
+ * @param {string} text
+ * @returns {string}
+ */
+export function plainText(text) {
+  /** @type {string[]} */
+  const out = [];
+  for (const raw of text.replace(/\r\n?/g, '\n').split('\n')) {
+    if (FENCE.test(raw) || RULE.test(raw) || (raw.includes('-') && TABLE_SEPARATOR.test(raw))) continue;
+    let line = raw;
+    const heading = HEADING.exec(line);
+    if (heading) {
+      line = heading[2] ?? '';
+    } else {
+      for (let depth = 0; depth < 8; depth++) {
+        const quote = QUOTE.exec(line);
+        if (!quote) break;
+        line = quote[1];
+      }
+      const item = LIST_ITEM.exec(line);
+      if (item) {
+        line = `${/\d/.test(item[2]) ? item[2] : '•'} ${item[4]}`;
+      } else if (/^\s*\|.*\|\s*$/.test(line)) {
+        out.push(tableCells(line).map((cell) => inlineText(cell.trim())).join(' · '));
+        continue;
+      }
+    }
+    out.push(inlineText(line));
+  }
+  return out.join('\n');
+}

@@ -228,7 +228,7 @@ export function mountSession(root, options = {}) {
   let share = null;
   /** @param {Record<string, any>} meta */
   function showIdentity(meta) {
-    const row = view.header.querySelector('.status-row') ?? view.header;
+    const row = view.account;
     const badge = identityBadge(meta);
     if (identity) identity.replaceWith(badge);
     else row.append(badge);

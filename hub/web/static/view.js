@@ -32,6 +32,11 @@ export { WINDOW } from './transcript.js';
 
 const ROLE_RANK = /** @type {Record<string, number>} */ ({ viewer: 0, approver: 1, driver: 2, owner: 3 });
 
+/** The media query of the one-column layout (the transcript, the panels behind a button). */
+export const NARROW = '(max-width: 860px)';
+
+const PLACEHOLDER = 'Message the agent (Enter sends, Shift+Enter new line)';
+
 /** Every panel key: a reset redraws them all. */
 const PANEL_KEYS = ['role', 'state', 'presence', 'queue', 'config', 'usage', 'info', 'agent', 'lease', 'policy', 'commands', 'closed', 'permissions', 'plans'];
 
@@ -63,6 +68,8 @@ export class SessionView {
     this.agentName = '';
     this.frame = 0;
     this.stickToBottom = false;
+    /** @type {HTMLButtonElement | null} the button of the details sheet (not in the embed view) */
+    this.detailsButton = null;
 
     this.transcript = new Transcript(model, {
       agentName: () => this.agentName,
@@ -103,6 +110,9 @@ export class SessionView {
     this.replay.append(this.replayBar, this.replayText);
     const statusRow = el('div', 'status-row');
     statusRow.append(this.stateBadge, this.replay, this.connection);
+    /** Who the page is and the Share button (filled by the controller): in the header on wide
+     * screens, at the top of the details sheet on narrow ones. */
+    this.account = el('div', 'account');
     this.header.append(titleRow, statusRow);
 
     this.main = el('main', 'layout');
@@ -111,8 +121,34 @@ export class SessionView {
       const details = el('details', 'embed-details');
       details.append(el('summary', '', 'Details'), this.panels.element);
       this.main.append(details, this.transcript.element);
+      statusRow.append(this.account);
     } else {
       this.main.append(this.transcript.element, this.panels.element);
+      // Narrow screens show the transcript; the panels open over it from one header button.
+      this.panels.element.id = 'session-details';
+      this.panels.element.tabIndex = -1;
+      this.detailsButton = button('Details', () => this.showDetails(!this.detailsOpen()), 'details-toggle');
+      this.detailsButton.setAttribute('aria-controls', this.panels.element.id);
+      this.detailsButton.setAttribute('aria-expanded', 'false');
+      statusRow.append(this.detailsButton);
+      this.panels.element.addEventListener('keydown', (event) => {
+        if (event.key === 'Escape' && this.detailsOpen()) {
+          event.preventDefault();
+          this.showDetails(false);
+        }
+      });
+    }
+    // Whoever follows the end keeps following it when the transcript's box shrinks (a
+    // permission dialog opening in the dock, the keyboard of a phone). The embed view grows
+    // with its content instead.
+    this.following = true;
+    if (!this.embed) {
+      this.transcript.element.addEventListener('scroll', () => {
+        this.following = this.transcript.atBottom();
+      }, { passive: true });
+      new ResizeObserver(() => {
+        if (this.following) this.transcript.scrollToEnd();
+      }).observe(this.transcript.element);
     }
 
     this.dock = el('div', 'dock');
@@ -123,7 +159,7 @@ export class SessionView {
     this.input = /** @type {HTMLTextAreaElement} */ (el('textarea', 'prompt-input'));
     this.input.id = 'prompt-input';
     this.input.rows = 2;
-    this.input.placeholder = 'Message the agent (Enter sends, Shift+Enter new line)';
+    this.input.placeholder = PLACEHOLDER;
     this.input.addEventListener('keydown', (event) => {
       if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
         event.preventDefault();
@@ -144,6 +180,12 @@ export class SessionView {
       this.submitPrompt();
     });
     this.dock.append(this.dialogs.element, this.composer);
+    if (!this.embed) {
+      const narrow = matchMedia(NARROW);
+      const fit = () => this.fitWidth(narrow.matches, statusRow);
+      narrow.addEventListener('change', fit);
+      fit();
+    }
 
     // What screen readers are told, politely: each message its own line, the last few kept,
     // so that one announcement does not overwrite another in the same moment.
@@ -152,6 +194,42 @@ export class SessionView {
     this.announcer.setAttribute('aria-live', 'polite');
 
     root.replaceChildren(this.header, this.main, this.dock, this.announcer);
+  }
+
+  /**
+   * Arrange the page for its width: on narrow screens who the page is and Share go into the
+   * details sheet, and the one-line prompt box gets a placeholder that fits it.
+   * @param {boolean} narrow
+   * @param {HTMLElement} statusRow
+   */
+  fitWidth(narrow, statusRow) {
+    if (narrow) this.panels.element.prepend(this.account);
+    else statusRow.insertBefore(this.account, this.detailsButton);
+    this.input.placeholder = narrow ? 'Message the agent' : PLACEHOLDER;
+    if (!narrow) this.showDetails(false);
+  }
+
+  /** @returns {boolean} whether the details sheet is open (narrow screens) */
+  detailsOpen() {
+    return this.root.classList.contains('details-open');
+  }
+
+  /**
+   * Open or close the details sheet of narrow screens; focus goes into it, and back to its
+   * button.
+   * @param {boolean} open
+   */
+  showDetails(open) {
+    if (!this.detailsButton) return;
+    this.root.classList.toggle('details-open', open);
+    this.detailsButton.setAttribute('aria-expanded', String(open));
+    this.detailsButton.textContent = open ? 'Transcript' : 'Details';
+    if (open) {
+      this.panels.element.scrollTop = 0;
+      this.panels.element.focus({ preventScroll: true });
+    } else if (this.panels.element.contains(document.activeElement)) {
+      this.detailsButton.focus();
+    }
   }
 
   /** @param {string} text */
