@@ -29,6 +29,7 @@ from hub.protocol.variants import V1_PERMISSION_KINDS
 
 __all__ = [
     "PERMISSION_TITLE",
+    "option_kind",
     "permission_outcome_for_agent",
     "permission_request_v1_to_v2",
     "permission_request_v2_to_v1",
@@ -141,6 +142,20 @@ def permission_request_v2_to_v1(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _terminal_ref(terminal_id: str) -> str:
     return f"[terminal {terminal_id}]"
+
+
+def option_kind(outcome: Mapping[str, Any], options: Sequence[Any]) -> str | None:
+    """The ``kind`` of the option a v2 ``outcome`` selects (``allow_once``, ...), or ``None``
+    for ``cancelled`` or an option without a string kind: what the answer means, whatever the
+    agent named the option."""
+    if outcome.get("outcome") != "selected":
+        return None
+    chosen = outcome.get("optionId")
+    for option in options:
+        if isinstance(option, Mapping) and option.get("optionId") == chosen:
+            kind = option.get("kind")
+            return kind if isinstance(kind, str) else None
+    return None
 
 
 def permission_outcome_for_agent(outcome: Any, options: Sequence[Any]) -> dict[str, Any]:

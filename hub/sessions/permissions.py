@@ -43,7 +43,11 @@ from hub.protocol.errors import (
     hub_error,
     invalid_params,
 )
-from hub.protocol.permissions import permission_outcome_for_agent, permission_request_v2_to_v1
+from hub.protocol.permissions import (
+    option_kind,
+    permission_outcome_for_agent,
+    permission_request_v2_to_v1,
+)
 from hub.sessions import arbiter
 from hub.sessions.client import ClientHandle
 from hub.sessions.metrics import PERMISSION_OUTCOMES
@@ -290,6 +294,7 @@ class Permissions:
             "principal": principal,
             "name": client.name,
             "optionId": outcome.get("optionId"),
+            "optionKind": option_kind(outcome, pending.options),
         }
         if len(pending.approvals) >= session.consensus_quorum:
             return True
@@ -366,6 +371,10 @@ class Permissions:
             "status": status,
             "outcome": pending.outcome,
         }
+        kind = option_kind(pending.outcome, pending.options)
+        if kind is not None:
+            # What the answer means, whatever the agent named the option.
+            record["optionKind"] = kind
         if by is not None:
             record["resolvedBy"] = {
                 "clientId": by.client_id,
@@ -382,6 +391,7 @@ class Permissions:
             permissionId=pending.permission_id,
             status=status,
             outcome=pending.outcome,
+            optionKind=kind,
             principal=None if by is None else by.principal,
             approvals=list(pending.approvals),
             policy=session.permission_policy,
@@ -402,10 +412,4 @@ class Permissions:
 
 def _allows(outcome: dict[str, Any], options: list[Any]) -> bool:
     """Whether a v2 outcome selects an ``allow_*`` option (anything else rejects)."""
-    if outcome.get("outcome") != "selected":
-        return False
-    chosen = outcome.get("optionId")
-    for option in options:
-        if isinstance(option, dict) and option.get("optionId") == chosen:
-            return str(option.get("kind", "")).startswith("allow")
-    return False
+    return (option_kind(outcome, options) or "").startswith("allow")
