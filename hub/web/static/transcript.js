@@ -263,10 +263,17 @@ export class Transcript {
     }
     const header = el('header', 'msg-who');
     if (message.role === 'user') {
+      // A person's name only on what the hub saw that person send (`_hub_prompt`); any other
+      // user message is the agent's word about what someone said.
       const sender = this.model.prompts.get(id);
-      header.textContent = sender?.name ? String(sender.name) : 'User';
-      // The sender's role, when the hub's record carries it.
-      if (typeof sender?.role === 'string') header.append(el('span', 'msg-role', ` · ${sender.role}`));
+      if (sender) {
+        header.textContent = sender.name ? String(sender.name) : 'User';
+        // The sender's role, when the hub's record carries it.
+        if (typeof sender.role === 'string') header.append(el('span', 'msg-role', ` · ${sender.role}`));
+      } else {
+        header.textContent = `${this.context.agentName() || 'Agent'} (as a user message, not sent through acp-hub)`;
+        node.classList.add('msg-unattributed');
+      }
     } else {
       header.textContent = this.context.agentName() || 'Agent';
     }
