@@ -343,17 +343,15 @@ export function optionButtons(options, choose) {
     const name = String(option?.name ?? option?.optionId ?? '');
     const choice = button('', () => choose(String(option?.optionId)), `option option-${kind.startsWith('allow') ? 'allow' : kind.startsWith('reject') ? 'reject' : 'other'}`);
     choice.dataset.kind = kind;
-    choice.append(el('span', 'option-kind', label));
     const secondary = el('span', 'option-name', 'the agent calls it ');
     secondary.append(isolated('option-agent-name', name));
-    choice.append(secondary);
-    choice.setAttribute('aria-label', `${label} (the agent calls it ${name})`);
+    // The accessible name is the visible text: the kind first.
+    choice.append(el('span', 'option-kind', label), ' ', secondary);
     box.append(choice);
   }
   const decline = button('', () => choose(null), 'option option-decline');
   decline.dataset.kind = 'decline';
-  decline.append(el('span', 'option-kind', 'Decline'), el('span', 'option-name', 'acp-hub: the request is cancelled'));
-  decline.setAttribute('aria-label', 'Decline (the request is cancelled)');
+  decline.append(el('span', 'option-kind', 'Decline'), ' ', el('span', 'option-name', 'the agent is told: cancelled'));
   box.append(decline);
   return box;
 }
