@@ -138,6 +138,14 @@ class HostileTurn(base.TurnRunner):
                 [{"optionId": "allow", "name": "Al\u200blow", "kind": "allow_once"}],
                 locations=[{"path": source}, {"path": "/home/user/.bashrc"}],
                 rawInput={"from": source, "to": "/home/user/.bashrc"},
+                content=[
+                    {
+                        "type": "diff",
+                        "changes": [
+                            {"operation": "move", "oldPath": source, "path": "/home/user/.bashrc"}
+                        ],
+                    }
+                ],
             )
             return
         self.ask_command("Run the tests\u200b", BIDI_COMMAND)

@@ -150,6 +150,10 @@ def test_hidden_and_bidirectional_characters_are_marked_and_warned(
     expect(paths).to_have_count(2)
     expect(paths.nth(0)).to_contain_text("[U+202E]")
     expect(paths.nth(1)).to_have_text("/home/user/.bashrc")
+    # The diff's move too: source and destination never share one text node.
+    moved = request.locator(".diff-path bdi")
+    expect(moved).to_have_count(2)
+    expect(moved.nth(1)).to_have_text("/home/user/.bashrc")
     assert request.evaluate(RAW_HIDDEN) == []
     expect(request.locator(".hidden-warning")).to_be_visible()
     # The option's name too.
