@@ -160,6 +160,11 @@ def test_hidden_and_bidirectional_characters_are_marked_and_warned(
     expect(request.locator(".option-name").first).to_contain_text("Al[U+200B]low")
     request.get_by_role("button", name=re.compile("^Decline")).click()
     wait_idle(page)
+    # The records of the requests, and the tool call the move was about, are marked too.
+    expect(page.locator(".panel-permissions .perm-resolved")).to_have_count(2)
+    assert page.locator(".panel-permissions").evaluate(RAW_HIDDEN) == []
+    assert page.locator(".entries").evaluate(RAW_HIDDEN) == []
+    expect(page.locator(".entries .tool-title").last).to_contain_text("[U+200B]")
 
 
 def test_the_whole_command_is_in_view_however_it_is_padded(hub: Hub, new_page: NewPage) -> None:

@@ -8,7 +8,7 @@
 import { renderAnsi } from './ansi.js';
 import { el, labelize, token } from './dom.js';
 import { linkTarget, renderMarkdown, safeUrl } from './markdown.js';
-import { optionLabel } from './request.js';
+import { optionLabel, revealHidden } from './request.js';
 
 /** Terminal output beyond this many bytes is trimmed from the start when drawn. */
 const TERMINAL_TAIL = 256 * 1024;
@@ -202,6 +202,8 @@ export function permissionLine(record) {
     const needed = typeof record.needed === 'number' ? ` of ${record.needed} needed` : '';
     line.append(el('span', 'perm-votes', `${approvals.length}${needed} allowed (${votes.join('; ')})`));
   }
+  // The request's words, marked as the request itself showed them.
+  revealHidden(line);
   return line;
 }
 

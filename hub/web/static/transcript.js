@@ -14,6 +14,7 @@
 import { fillTerminal, mergeText, permissionLine, renderBlock } from './blocks.js';
 import { renderDiff } from './diff.js';
 import { button, el, labelize, token } from './dom.js';
+import { revealHidden } from './request.js';
 
 
 /** @typedef {import('./fold.js').SessionModel} SessionModel */
@@ -299,8 +300,12 @@ export class Transcript {
     if (Array.isArray(tool.locations) && tool.locations.length) {
       const list = el('ul', 'tool-locations');
       for (const location of tool.locations) {
-        const line = location?.line != null ? `:${location.line}` : '';
-        list.append(el('li', '', `${String(location?.path ?? '')}${line}`));
+        // Each path on its own, isolated: one path's characters cannot reorder another.
+        const item = el('li', '');
+        const path = el('bdi', 'verbatim', String(location?.path ?? ''));
+        path.dir = 'ltr';
+        item.append(path, location?.line != null ? `:${location.line}` : '');
+        list.append(item);
       }
       parts.push(list);
     }
@@ -318,6 +323,10 @@ export class Transcript {
       details.append(el('summary', '', 'Input'), el('pre', '', JSON.stringify(tool.rawInput, null, 2)));
       parts.push(details);
     }
+    // The tool call a request may be about shows its words as the request did: hidden and
+    // bidirectional characters marked (terminal output is left as the terminal wrote it).
+    for (const part of parts) if (part !== content) revealHidden(part);
+    for (const child of content.children) if (!child.classList.contains('terminal')) revealHidden(child);
     node.replaceChildren(...parts);
   }
 
