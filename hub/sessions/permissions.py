@@ -11,10 +11,11 @@ withdrawn (``$/cancel_request``) and the record becomes ``resolved`` with who an
 Two policies look at principals (the credential behind a connection, not its name):
 ``designated`` offers the request only to the principal who sent the running turn's prompt
 (every client of that principal), and to owners once no client of that principal is attached;
-``consensus`` needs ``consensus_quorum`` distinct principals to allow, and any reject (or
-``cancelled`` answer) rejects at once. Each allow is recorded on the pending record
-(``approvals``, ``needed``) as a ``_hub_permission`` update every client sees; a principal that
-allowed is not asked again (its other clients' copies are withdrawn).
+``consensus`` needs ``consensus_quorum`` distinct principals to allow, and any reject (a
+``reject_*`` option, or a ``cancelled`` answer) rejects at once; an option of another kind,
+an unknown one included, may allow and so counts toward the quorum. Each allow is recorded on
+the pending record (``approvals``, ``needed``) as a ``_hub_permission`` update every client
+sees; a principal that allowed is not asked again (its other clients' copies are withdrawn).
 
 An answer from a client no longer eligible, or a malformed one, is refused with
 ``_hub/answer_refused`` (a malformed answer's sender gets a fresh copy to answer again); a
@@ -411,5 +412,8 @@ class Permissions:
 
 
 def _allows(outcome: dict[str, Any], options: list[Any]) -> bool:
-    """Whether a v2 outcome selects an ``allow_*`` option (anything else rejects)."""
-    return (option_kind(outcome, options) or "").startswith("allow")
+    """Whether a v2 outcome may allow: it selects an option that is not a ``reject_*`` (an
+    unknown kind may allow, so it needs the quorum too); ``cancelled`` and rejects do not."""
+    if outcome.get("outcome") != "selected":
+        return False
+    return not (option_kind(outcome, options) or "").startswith("reject")

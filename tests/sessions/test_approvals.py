@@ -145,7 +145,8 @@ async def ask(session: Any, tg: Any, options: list[dict[str, Any]]) -> list[dict
     outcomes: list[dict[str, Any]] = []
 
     async def run() -> None:
-        outcomes.append(await session.on_permission({"sessionId": "a-1", "options": options}))
+        params = {"sessionId": "a-1", "title": "Edit config.toml", "options": options}
+        outcomes.append(await session.on_permission(params))
 
     tg.start_soon(run)
     await until(lambda: bool(session.permissions.pending))
@@ -201,3 +202,47 @@ async def test_the_hubs_decline_resolves_cancelled_whatever_the_options() -> Non
         assert record["outcome"] == {"outcome": "cancelled"}
         assert "optionKind" not in record
         assert record["resolvedBy"]["name"] == "owner"
+
+
+async def test_under_consensus_an_option_of_unknown_kind_needs_the_quorum() -> None:
+    options = [
+        {"optionId": "s", "name": "Reject", "kind": "_acme_allow_session"},
+        {"optionId": "n", "name": "No", "kind": "reject_once"},
+    ]
+    async with hub_session(permission_policy="consensus", consensus_quorum=2) as (session, _, tg):
+        a = Client("c-a", role="approver", principal="alice")
+        b = Client("c-b", role="approver", principal="bob")
+        for client in (a, b):
+            join(session, client)
+        outcomes = await ask(session, tg, options)
+        a.answer(a.permission_copies()[0], {"outcome": {"outcome": "selected", "optionId": "s"}})
+        # It may allow (the agent decides what it means): one principal is not enough.
+        assert outcomes == []
+        assert session.permissions.pending
+        b.answer(b.permission_copies()[0], {"outcome": {"outcome": "selected", "optionId": "s"}})
+        await until(lambda: bool(outcomes))
+        assert outcomes == [{"outcome": "selected", "optionId": "s"}]
+
+
+async def test_a_v1_client_is_not_shown_options_it_cannot_label() -> None:
+    options = [
+        {"optionId": "s", "name": "Reject", "kind": "_acme_allow_session"},
+        {"optionId": "y", "name": "Yes", "kind": "allow_once"},
+    ]
+    async with hub_session() as (session, _, tg):
+        old = Client("c-1", version=1)
+        join(session, old)
+        await ask(session, tg, options)
+        (_, params, _) = old.asked[old.permission_copies()[0]]
+        assert [o["optionId"] for o in params["options"]] == ["y"]
+        # No option left to show honestly: the v1 client is not asked, so nobody may answer.
+        outcomes: list[dict[str, Any]] = []
+
+        async def unknown_only() -> None:
+            params = {"sessionId": "a-1", "title": "Edit", "options": [options[0]]}
+            outcomes.append(await session.on_permission(params))
+
+        tg.start_soon(unknown_only)
+        await until(lambda: bool(outcomes))
+        assert outcomes == [{"outcome": "cancelled"}]
+        assert len(old.permission_copies()) == 1
