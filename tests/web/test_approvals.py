@@ -348,3 +348,25 @@ def test_the_widget_never_takes_the_focus_from_the_host_page(
     wait_idle(driver)
     forged = frame.locator(".msg-user", has_text=FORGED)
     expect(forged).to_have_class(re.compile(r"\bmsg-unattributed\b"))
+
+    # Hidden characters marked, the raw input shown, in the widget too.
+    send_prompt(driver, "hostile-bidi")
+    request = frame.locator(".permission-dialog")
+    expect(request.locator(".hidden-warning")).to_be_visible()
+    assert request.evaluate(RAW_HIDDEN) == []
+    request.get_by_role("button", name=re.compile("^Decline")).click()
+    wait_idle(driver)
+    send_prompt(driver, "hostile-rawinput")
+    expect(request.locator("pre.permission-raw")).to_contain_text(EVIL)
+    expect(request.locator(".title-mismatch")).to_be_visible()
+    request.get_by_role("button", name=re.compile("^Reject")).click()
+    wait_idle(driver)
+
+    # A huge title leaves the widget's header small.
+    send_prompt(driver, "hostile-title")
+    wait_idle(driver)
+    expect(frame.locator(".session-title")).to_contain_text("TTTT")
+    header = frame.locator(".app-header").evaluate(
+        "(node) => [node.getBoundingClientRect().height, innerHeight]"
+    )
+    assert header[0] < header[1] / 4, header
