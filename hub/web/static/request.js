@@ -213,11 +213,12 @@ export function titleMismatch(title, kind, command) {
   if (kind && claimed && claimed !== kind && !(claimed === 'edit' && kind === 'delete')) {
     return `The title says "${labelize(claimed)}", but the request is to ${(KIND_LABELS[kind] ?? labelize(kind)).toLowerCase()}.`;
   }
-  if (command) {
-    const words = String(title ?? '').trim().replace(/^(run|execute|exec)\s+/i, '');
-    const head = words.split(/\s+/)[0] ?? '';
-    const program = command.trim().split(/\s+/)[0] ?? '';
-    if (head && program && !claimed && head !== program && !command.includes(words)) {
+  if (command && !claimed) {
+    // A title written as a command (`pytest -q`, in backticks or not) must be the command, or
+    // a part of it; a title in words ("Check the status") is left alone.
+    const words = String(title ?? '').trim().replace(/^[`'"]+|[`'"]+$/g, '').trim();
+    const looksLikeCommand = /^[a-z0-9._~/-]+(\s|$)/.test(words);
+    if (looksLikeCommand && !command.replace(/\s+/g, ' ').includes(words.replace(/\s+/g, ' '))) {
       return 'The title does not match the command that will run.';
     }
   }
