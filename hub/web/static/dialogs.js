@@ -16,7 +16,7 @@
 
 import { button, el, errorText, idPart } from './dom.js';
 import { ElicitationForm } from './elicitation.js';
-import { safeUrl } from './markdown.js';
+import { linkTarget, safeUrl } from './markdown.js';
 import { guard, isolated, optionButtons, requestNodes } from './request.js';
 
 /** @typedef {import('./fold.js').SessionModel} SessionModel */
@@ -118,7 +118,7 @@ export class Dialogs {
         a.href = href;
         a.rel = 'noopener noreferrer';
         a.target = '_blank';
-        link.append('Open ', a, ` (on ${new URL(href).host || 'no host'}) to continue.`);
+        link.append('Open ', a, ` (on ${linkTarget(href)}) to continue.`);
       }
       dialog.append(link);
       const accept = /** @type {HTMLButtonElement} */ (el('button', 'send', 'I opened it'));
