@@ -29,6 +29,7 @@ from hub.protocol.variants import V1_PERMISSION_KINDS
 
 __all__ = [
     "PERMISSION_TITLE",
+    "option_kind",
     "permission_outcome_for_agent",
     "permission_request_v1_to_v2",
     "permission_request_v2_to_v1",
@@ -79,8 +80,10 @@ def permission_request_v2_to_v1(params: Mapping[str, Any]) -> dict[str, Any]:
     an unknown) subject gives a fresh tool call carrying the title. The description goes
     into a text content item of a fresh tool call (never into an existing one, whose
     content it would replace). ``_meta["acp-hub"]`` keeps title, description and an
-    unknown subject. Unknown option kinds become ``reject_once`` (the original in the
-    option's ``_meta``): the kind only styles the button, the option id decides.
+    unknown subject. Options of a kind v1 does not have are left out: no v1 kind says what
+    they do, and a client labels a button by its kind (calling an allow ``reject_once``
+    would show an allow as a reject). No option left raises ``PeerError``: the request
+    cannot be put to a v1 client honestly.
     """
     where = "params"
     obj = require_object(params, where)
@@ -126,13 +129,9 @@ def permission_request_v2_to_v1(params: Mapping[str, Any]) -> dict[str, Any]:
             hub["subject"] = dict(subject)
     if description is not None and tool["toolCallId"] == fresh:
         tool["content"] = [{"type": "content", "content": text(description)}]
-    v1_options = []
-    for option in options:
-        converted = dict(option)
-        if option["kind"] not in V1_PERMISSION_KINDS:
-            converted["kind"] = "reject_once"
-            with_hub_meta(converted, kind=option["kind"])
-        v1_options.append(converted)
+    v1_options = [dict(option) for option in options if option["kind"] in V1_PERMISSION_KINDS]
+    if not v1_options:
+        fail(where, "no option has a kind a v1 client knows")
     out = {"sessionId": session_id, "toolCall": tool, "options": v1_options}
     if obj.get("_meta") is not None:
         out["_meta"] = obj["_meta"]
@@ -141,6 +140,20 @@ def permission_request_v2_to_v1(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _terminal_ref(terminal_id: str) -> str:
     return f"[terminal {terminal_id}]"
+
+
+def option_kind(outcome: Mapping[str, Any], options: Sequence[Any]) -> str | None:
+    """The ``kind`` of the option a v2 ``outcome`` selects (``allow_once``, ...), or ``None``
+    for ``cancelled`` or an option without a string kind: what the answer means, whatever the
+    agent named the option."""
+    if outcome.get("outcome") != "selected":
+        return None
+    chosen = outcome.get("optionId")
+    for option in options:
+        if isinstance(option, Mapping) and option.get("optionId") == chosen:
+            kind = option.get("kind")
+            return kind if isinstance(kind, str) else None
+    return None
 
 
 def permission_outcome_for_agent(outcome: Any, options: Sequence[Any]) -> dict[str, Any]:

@@ -441,6 +441,12 @@ class SessionState:
                 }
         return None
 
+    def prompt(self, message_id: str) -> dict[str, Any] | None:
+        """The ``_hub_prompt`` record of user message ``message_id`` (who sent it), or
+        ``None`` when the hub attributed it to nobody."""
+        record = self._prompts.get(message_id)
+        return None if record is None else dict(record)
+
     @property
     def pending_permissions(self) -> dict[str, dict[str, Any]]:
         """Permission records whose status is ``pending``, by permission id."""

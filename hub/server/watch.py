@@ -77,7 +77,8 @@ def card(session: Session) -> dict[str, Any]:
     ``session/list``'s ``_meta["acp-hub"]`` summary, flattened, plus the session's title and
     working directory, when the running turn started (``turnStartedAt``, ISO 8601 UTC, or
     ``null``), the pending permission requests with what a person needs to answer them
-    (``permissionId``, ``title``, ``options``, ``subject``), and ``answer``: the last lines of
+    (``permissionId``, ``title``, ``description``, ``options``, ``subject``, and ``tool``: the
+    subject's tool call as the session knows it), and ``answer``: the last lines of
     the agent's latest message.
     """
     summary = session.summary()
@@ -89,8 +90,17 @@ def card(session: Session) -> dict[str, Any]:
             "title": request.get("title") or (request.get("toolCall") or {}).get("title"),
             "options": request.get("options") or [],
         }
-        if isinstance(request.get("subject"), dict):
-            entry["subject"] = request["subject"]
+        if isinstance(request.get("description"), str):
+            entry["description"] = request["description"]
+        subject = request.get("subject")
+        if isinstance(subject, dict):
+            entry["subject"] = subject
+            tool = subject.get("toolCall")
+            if isinstance(tool, dict) and isinstance(tool.get("toolCallId"), str):
+                # The tool call as the session knows it (its raw input, paths, diffs).
+                known = session.state.tool_call(tool["toolCallId"])
+                if known is not None:
+                    entry["tool"] = known
         pending.append(entry)
     turn = session.turns.current
     started = None

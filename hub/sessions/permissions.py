@@ -11,10 +11,11 @@ withdrawn (``$/cancel_request``) and the record becomes ``resolved`` with who an
 Two policies look at principals (the credential behind a connection, not its name):
 ``designated`` offers the request only to the principal who sent the running turn's prompt
 (every client of that principal), and to owners once no client of that principal is attached;
-``consensus`` needs ``consensus_quorum`` distinct principals to allow, and any reject (or
-``cancelled`` answer) rejects at once. Each allow is recorded on the pending record
-(``approvals``, ``needed``) as a ``_hub_permission`` update every client sees; a principal that
-allowed is not asked again (its other clients' copies are withdrawn).
+``consensus`` needs ``consensus_quorum`` distinct principals to allow, and any reject (a
+``reject_*`` option, or a ``cancelled`` answer) rejects at once; an option of another kind,
+an unknown one included, may allow and so counts toward the quorum. Each allow is recorded on
+the pending record (``approvals``, ``needed``) as a ``_hub_permission`` update every client
+sees; a principal that allowed is not asked again (its other clients' copies are withdrawn).
 
 An answer from a client no longer eligible, or a malformed one, is refused with
 ``_hub/answer_refused`` (a malformed answer's sender gets a fresh copy to answer again); a
@@ -43,7 +44,11 @@ from hub.protocol.errors import (
     hub_error,
     invalid_params,
 )
-from hub.protocol.permissions import permission_outcome_for_agent, permission_request_v2_to_v1
+from hub.protocol.permissions import (
+    option_kind,
+    permission_outcome_for_agent,
+    permission_request_v2_to_v1,
+)
 from hub.sessions import arbiter
 from hub.sessions.client import ClientHandle
 from hub.sessions.metrics import PERMISSION_OUTCOMES
@@ -290,6 +295,7 @@ class Permissions:
             "principal": principal,
             "name": client.name,
             "optionId": outcome.get("optionId"),
+            "optionKind": option_kind(outcome, pending.options),
         }
         if len(pending.approvals) >= session.consensus_quorum:
             return True
@@ -366,6 +372,10 @@ class Permissions:
             "status": status,
             "outcome": pending.outcome,
         }
+        kind = option_kind(pending.outcome, pending.options)
+        if kind is not None:
+            # What the answer means, whatever the agent named the option.
+            record["optionKind"] = kind
         if by is not None:
             record["resolvedBy"] = {
                 "clientId": by.client_id,
@@ -382,6 +392,7 @@ class Permissions:
             permissionId=pending.permission_id,
             status=status,
             outcome=pending.outcome,
+            optionKind=kind,
             principal=None if by is None else by.principal,
             approvals=list(pending.approvals),
             policy=session.permission_policy,
@@ -401,11 +412,8 @@ class Permissions:
 
 
 def _allows(outcome: dict[str, Any], options: list[Any]) -> bool:
-    """Whether a v2 outcome selects an ``allow_*`` option (anything else rejects)."""
+    """Whether a v2 outcome may allow: it selects an option that is not a ``reject_*`` (an
+    unknown kind may allow, so it needs the quorum too); ``cancelled`` and rejects do not."""
     if outcome.get("outcome") != "selected":
         return False
-    chosen = outcome.get("optionId")
-    for option in options:
-        if isinstance(option, dict) and option.get("optionId") == chosen:
-            return str(option.get("kind", "")).startswith("allow")
-    return False
+    return not (option_kind(outcome, options) or "").startswith("reject")

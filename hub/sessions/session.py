@@ -47,6 +47,7 @@ from hub.access.audit import AuditSink, NullAudit
 from hub.protocol.client_v1 import ClientV1Renderer
 from hub.protocol.compact import compact
 from hub.protocol.config_options import mode_option
+from hub.protocol.display import clamp_title
 from hub.protocol.errors import (
     AGENT_UNAVAILABLE,
     SESSION_LOST,
@@ -422,6 +423,8 @@ class Session:
         self.metrics.updates_in += 1
         if self.turns.on_user_message(update):
             return
+        if update.get("sessionUpdate") == "session_info_update":
+            update = dict(clamp_title(update))  # no title can fill a page
         self.emit(update)
         if update.get("sessionUpdate") == "state_update" and update.get("state") == "idle":
             self.turns.ended(update.get("stopReason"), None)

@@ -7,10 +7,14 @@ session's prompt policy (``queue``, ``reject``, ``lease``; see ``docs/arbitratio
 started prompt is a ``Turn`` until the agent reports ``idle`` (or dies): while it runs the
 session is busy, and the next queued prompt starts, in a hub task, when it ends.
 
-Every user message is attributed to the client whose prompt it is with a ``_hub_prompt``
-update: by the id the agent's answer names, or else by the first user message the agent sends
-during the turn. v2 clients are answered when the prompt is accepted (started, or queued);
-v1 clients when the turn their prompt started ended, with its stop reason.
+A user message is attributed to the client whose prompt it is with a ``_hub_prompt`` update
+only when it says what that client sent (``hub.protocol.display.matches_prompt``): the
+message the agent's answer names, or else the first user message of the turn that does. Any
+other user message stays the agent's (clients show it as such), and once a message is
+attributed, an update that would make it say something else is refused (dropped, one log
+line): the agent cannot put words in a person's mouth. v2 clients are answered when the prompt
+is accepted (started, or queued); v1 clients when the turn their prompt started ended, with
+its stop reason.
 
 A v2 answer always names the user message (``messageId``; ACP v2's ``PromptResponse``
 requires it). A queued prompt is answered before the agent has seen it, so the hub mints the
@@ -34,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
+from hub.protocol.display import extends_prompt, matches_prompt
 from hub.protocol.errors import (
     AGENT_UNAVAILABLE,
     NOT_LEASE_HOLDER,
@@ -90,6 +95,8 @@ class Turn:
     """The prompt turn in progress: who started it, and who waits for its stop reason."""
 
     client: ClientHandle | None
+    blocks: list[Any] = field(default_factory=list)
+    """The prompt as the hub forwarded it: what the turn's user message must say."""
     attributed: bool = False
     ended: anyio.Event = field(default_factory=anyio.Event)
     stop_reason: str | None = None
@@ -176,7 +183,7 @@ class Turns:
         self, client: ClientHandle, blocks: list[Any], minted: str | None = None
     ) -> dict[str, Any]:
         session = self._session
-        turn = Turn(client, minted=minted)
+        turn = Turn(client, blocks=list(blocks), minted=minted)
         self.current = turn
         session.changed()
         try:
@@ -195,8 +202,11 @@ class Turns:
         if turn.accepting.cancelled_caught:
             # The hub ended the turn (cancel deadline) before the agent even accepted it.
             raise SessionFailure(turn.error or hub_error(AGENT_UNAVAILABLE, "turn ended"))
-        if ack.message_id is not None and not turn.attributed:
-            self._attribute(turn, client, ack.message_id)
+        if ack.message_id is not None and turn.message_id is None:
+            named = self._name(turn, ack.message_id)
+            message = session.state.message(named)
+            if message is not None and matches_prompt(message["content"], turn.blocks):
+                self._attribute(turn, client)
         if client.version >= 2:
             if turn.message_id is None:
                 # The agent accepted with `{}`: its first user message names the prompt.
@@ -227,40 +237,100 @@ class Turns:
 
     def on_user_message(self, update: dict[str, Any]) -> bool:
         """Emit a user message ``update`` (under the hub's id when it has an alias) and return
-        ``True``: attributed to the turn's sender when it is the turn's own prompt (on the
-        first one). ``False`` for every other update, left to the caller."""
-        if update.get("sessionUpdate") not in USER_MESSAGE_VARIANTS:
+        ``True``: attributed to the turn's sender when it says what the sender sent, refused
+        when it would change what an attributed message says. ``False`` for every other
+        update, left to the caller."""
+        variant = update.get("sessionUpdate")
+        if variant not in USER_MESSAGE_VARIANTS:
             return False
         message_id = update.get("messageId")
         if not isinstance(message_id, str):
             return False
+        session = self._session
+        message_id = self.aliases.get(message_id, message_id)
         turn = self.current
-        if turn is not None and turn.client is not None and not turn.attributed:
-            self._attribute(turn, turn.client, message_id)
-        alias = self.aliases.get(message_id)
-        if alias is not None:
-            update = {**update, "messageId": alias}
-            message_id = alias
-        if turn is None or turn.client is None or message_id != turn.message_id:
-            self._session.emit(update)
+        sender = None if turn is None else turn.client
+        if (
+            turn is not None
+            and sender is not None
+            and turn.message_id is None
+            and self._says_prompt(variant, message_id, update, turn)
+        ):
+            message_id = self._name(turn, message_id)
+        if message_id != update["messageId"]:
+            update = {**update, "messageId": message_id}
+        ours = turn is not None and sender is not None and message_id == turn.message_id
+        if session.state.prompt(message_id) is not None:
+            keeps = (
+                ours and turn is not None and self._says_prompt(variant, message_id, update, turn)
+            )
+            if not keeps and not self._unchanged(variant, message_id, update):
+                log.warning(
+                    "! %s: refused the agent's change to user message %s (a person's words)",
+                    session.id,
+                    message_id,
+                )
+                return True
+        elif (
+            ours
+            and turn is not None
+            and sender is not None
+            and not turn.attributed
+            and self._says_prompt(variant, message_id, update, turn)
+        ):
+            self._attribute(turn, sender)
+        if not ours or sender is None:
+            session.emit(update)
             return True
         # The prompt's own user message: a v1 sender rendered it already.
-        self._session.emit(update, origin=turn.client.client_id)
+        session.emit(update, origin=sender.client_id)
         return True
 
-    def _attribute(self, turn: Turn, client: ClientHandle, message_id: str) -> None:
-        """Record (``_hub_prompt``) that the user message ``message_id`` is ``client``'s;
-        under the id the hub minted for it, if it did."""
+    def _content_after(self, variant: Any, message_id: str, update: dict[str, Any]) -> list[Any]:
+        """What user message ``message_id`` would say after ``update``."""
+        message = self._session.state.message(message_id)
+        before = [] if message is None else list(message["content"])
+        if variant != "user_message":
+            return [*before, update.get("content")]
+        if "content" not in update:
+            return before
+        content = update["content"]
+        return list(content) if isinstance(content, list) else []
+
+    def _says_prompt(
+        self, variant: Any, message_id: str, update: dict[str, Any], turn: Turn
+    ) -> bool:
+        """Whether user message ``message_id`` after ``update`` says the turn's prompt (a
+        whole message) or its start (a chunk of a message being streamed)."""
+        content = self._content_after(variant, message_id, update)
+        if variant == "user_message":
+            return matches_prompt(content, turn.blocks)
+        return extends_prompt(content, turn.blocks)
+
+    def _unchanged(self, variant: Any, message_id: str, update: dict[str, Any]) -> bool:
+        """Whether ``update`` leaves what user message ``message_id`` says as it is."""
+        message = self._session.state.message(message_id)
+        before = [] if message is None else list(message["content"])
+        return matches_prompt(self._content_after(variant, message_id, update), before)
+
+    def _name(self, turn: Turn, message_id: str) -> str:
+        """The agent named the turn's user message ``message_id`` (its answer, or the first
+        user message saying the prompt): record it, under the id the hub minted if it did."""
         if turn.minted is not None:
             self.aliases[message_id] = turn.minted
             message_id = turn.minted
-        turn.attributed = True
         turn.message_id = message_id
         turn.id_known.set()
+        return message_id
+
+    def _attribute(self, turn: Turn, client: ClientHandle) -> None:
+        """Record (``_hub_prompt``) that the turn's user message is ``client``'s."""
+        assert turn.message_id is not None
+        turn.attributed = True
         self._session.emit(
             {
                 "sessionUpdate": "_hub_prompt",
-                "messageId": message_id,
+                "messageId": turn.message_id,
                 "clientId": client.client_id,
                 "name": client.name,
                 "role": self._session.role_of(client),

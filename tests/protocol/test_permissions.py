@@ -123,14 +123,9 @@ def test_permission_request_v2_tool_call_subject(v1: Schema, v2: Schema) -> None
             ],
             "_meta": {"acp-hub": {"status": "cancelled"}},
         },
-        "options": [
-            OPTIONS_V2[0],
-            {
-                **OPTIONS_V2[1],
-                "kind": "reject_once",
-                "_meta": {"acp-hub": {"kind": "_acme_allow_session"}},
-            },
-        ],
+        # The option of a kind v1 lacks is left out: a v1 client would label it by a kind
+        # that does not say what it does.
+        "options": [OPTIONS_V2[0]],
         "_meta": {"acp-hub": {"title": "Run the tests?", "description": "They take a while"}},
     }
 

@@ -21,7 +21,15 @@ import pytest
 
 from tests.credentials import hub_env, owner_token
 from tests.support import ROOT, require_binary
-from tests.web.harness import CHROMIUM_ARGS, SCRIPTED, WAIT_MS, Embedding, HostPages, Hub
+from tests.web.harness import (
+    CHROMIUM_ARGS,
+    HOSTILE,
+    SCRIPTED,
+    WAIT_MS,
+    Embedding,
+    HostPages,
+    Hub,
+)
 
 
 @pytest.fixture(scope="session")
@@ -42,8 +50,9 @@ def embedding() -> Iterator[Embedding]:
 @pytest.fixture(scope="session")
 def hub(embedding: Embedding, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     """``acp-hub demo --port 0`` with the scripted agent (twice: ``scripted``, and ``resumable``,
-    which keeps its sessions on disk so that a new process takes them back), one allowed
-    embedding origin, ``presence_viewers = 1`` and ``list_page_size = 2``."""
+    which keeps its sessions on disk so that a new process takes them back), the hostile agent
+    (``hostile``, ``tests/agents/hostile_agent.py``), one allowed embedding origin,
+    ``presence_viewers = 1`` and ``list_page_size = 2``."""
     config = tmp_path_factory.mktemp("hub") / "acp-hub.toml"
     # One listed viewer at most, so that a test can see an audience counted, not listed; two
     # sessions a page, so that the pages those lists and the dashboard follow are many.
@@ -70,6 +79,8 @@ def hub(embedding: Embedding, tmp_path_factory: pytest.TempPathFactory) -> Itera
         f"scripted={scripted}",
         "--agent",
         f"resumable={resumable}",
+        "--agent",
+        f"hostile={shlex.join([sys.executable, str(HOSTILE), '--protocol', '2'])}",
         "--log-level",
         "warning",
     ]

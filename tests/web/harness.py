@@ -29,6 +29,7 @@ SCREENSHOTS = ROOT / "docs" / "screenshots"
 SCREENSHOTS_ENV = "ACP_HUB_SCREENSHOTS"
 """The directory the marked tests save their screenshots in; unset, they save none."""
 SCRIPTED = ROOT / "tests" / "agents" / "scripted_agent.py"
+HOSTILE = ROOT / "tests" / "agents" / "hostile_agent.py"
 WAIT_MS = 20_000
 """Playwright's default wait, in milliseconds."""
 
@@ -47,14 +48,16 @@ HOST_PAGE = """<!doctype html>
 <body style="font-family: system-ui, sans-serif; margin: 24px; max-width: 760px">
 <h1>Our product page</h1>
 <p>The agent session below is live, served by acp-hub.</p>
-<acp-session hub="{hub}" session="{session}" role="viewer" max-height="560"></acp-session>
+<p><label>Notes on this page <input id="host-notes"></label></p>
+<acp-session hub="{hub}" session="{session}" role="{role}" max-height="560"></acp-session>
 </body></html>
 """
 
 
 class HostPages:
     """An HTTP server on its own loopback port (its own origin) whose page embeds a session
-    with the widget: ``/?hub=URL&session=ID``."""
+    with the widget: ``/?hub=URL&session=ID`` (``&role=ROLE``: the element's role, ``viewer``
+    unless given), above it an input of the host page's own (``#host-notes``)."""
 
     def __init__(self) -> None:
         class Handler(BaseHTTPRequestHandler):
@@ -62,12 +65,15 @@ class HostPages:
                 query = parse_qs(urlsplit(self.path).query)
                 hub = query.get("hub", [""])[0]
                 session = query.get("session", [""])[0]
-                if not re.fullmatch(r"http://127\.0\.0\.1:\d+", hub) or not re.fullmatch(
-                    r"[A-Za-z0-9_.-]+", session
+                role = query.get("role", ["viewer"])[0]
+                if (
+                    not re.fullmatch(r"http://127\.0\.0\.1:\d+", hub)
+                    or not re.fullmatch(r"[A-Za-z0-9_.-]+", session)
+                    or role not in ("viewer", "approver", "driver", "owner")
                 ):
                     self.send_error(400)
                     return
-                body = HOST_PAGE.format(hub=hub, session=session).encode()
+                body = HOST_PAGE.format(hub=hub, session=session, role=role).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
@@ -82,8 +88,8 @@ class HostPages:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    def page(self, hub: str, session: str) -> str:
-        return f"{self.origin}/?hub={hub}&session={session}"
+    def page(self, hub: str, session: str, role: str = "viewer") -> str:
+        return f"{self.origin}/?hub={hub}&session={session}&role={role}"
 
     def close(self) -> None:
         self.server.shutdown()

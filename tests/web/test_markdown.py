@@ -29,18 +29,28 @@ AUDIT = (Path(__file__).parent / "js" / "markdown_audit.js").read_text()
 
 A = 'rel="noopener noreferrer" target="_blank"'
 
+
+def host(where: str) -> str:
+    """The note of where a link goes, shown when its text is not the address."""
+    return f'<span class="link-host"> ({where})</span>'
+
+
 CASES: list[tuple[str, str, str]] = [
     # --- links ---------------------------------------------------------------------------
     (
         "link",
         "[docs](https://example.com/a?b=1&c=2)",
-        f'<p><a href="https://example.com/a?b=1&amp;c=2" {A}>docs</a></p>',
+        f'<p><a href="https://example.com/a?b=1&amp;c=2" {A}>docs{host("example.com")}</a></p>',
     ),
-    ("link with title", '[a](https://e.com "title")', f'<p><a href="https://e.com/" {A}>a</a></p>'),
+    (
+        "link with title",
+        '[a](https://e.com "title")',
+        f'<p><a href="https://e.com/" {A}>a{host("e.com")}</a></p>',
+    ),
     (
         "mailto link",
         "mail [me](mailto:a@example.com)",
-        f'<p>mail <a href="mailto:a@example.com" {A}>me</a></p>',
+        f'<p>mail <a href="mailto:a@example.com" {A}>me{host("a@example.com")}</a></p>',
     ),
     (
         "autolink",
@@ -55,12 +65,12 @@ CASES: list[tuple[str, str, str]] = [
     (
         "emphasis inside a link",
         "[**bold** link](https://e.com)",
-        f'<p><a href="https://e.com/" {A}><strong>bold</strong> link</a></p>',
+        f'<p><a href="https://e.com/" {A}><strong>bold</strong> link{host("e.com")}</a></p>',
     ),
     (
         "image: a link, never loaded",
         "![alt](https://example.com/i.png)",
-        f'<p><a href="https://example.com/i.png" {A}>image: alt</a></p>',
+        f'<p><a href="https://example.com/i.png" {A}>image: alt{host("example.com")}</a></p>',
     ),
     ("javascript: link", "[x](javascript:alert(1))", "<p>[x](javascript:alert(1))</p>"),
     ("javascript: mixed case", "[x](JaVaScRiPt:alert(1))", "<p>[x](JaVaScRiPt:alert(1))</p>"),

@@ -59,8 +59,8 @@ def test_elicitation_form_validates_then_sends_exactly_the_values(
     form.wait_for()
     expect(form.locator(".elicitation-title")).to_have_text("Release details")
     expect(form.locator(".elicitation-message")).to_have_text("Which name should the greeting use?")
-    # Focus moved into the form, on its first field.
-    expect(page.get_by_label("Name")).to_be_focused()
+    # The form does not take the focus (the prompt box keeps it): the person moves to it.
+    expect(page.locator("#prompt-input")).to_be_focused()
 
     page.get_by_label("Name").fill("Zed")
     page.get_by_label("Email").fill("not-an-address")
@@ -111,9 +111,12 @@ def test_elicitation_decline_and_cancel(hub: Hub, new_page: NewPage) -> None:
     dialog.get_by_role("button", name="Cancel").click()
     dialog.wait_for(state="detached")
     agent_said(page, "elicit: cancel")
-    # Escape cancels too.
+    # Escape answers nothing: it leaves the form, for the prompt box.
     send_prompt(page, "elicit")
     page.get_by_label("Name").press("Escape")
+    expect(page.locator("#prompt-input")).to_be_focused()
+    expect(dialog).to_be_visible()
+    dialog.get_by_role("button", name="Cancel").click()
     dialog.wait_for(state="detached")
     wait_idle(page)
     expect(page.locator(".msg-agent")).to_have_count(3)

@@ -130,28 +130,39 @@ function styled(style, text) {
 export function renderAnsi(text) {
   const fragment = document.createDocumentFragment();
   let style = plain();
-  /** @type {{style: Style, text: string}[]} */
+  // The line being written, one cell per character: a bare CR moves the cursor back to its
+  // start and what follows overwrites it, as a terminal does (the rest of the line stays).
+  /** @type {{style: Style, ch: string}[]} */
   let line = [];
+  let cursor = 0;
   /** @type {{style: Style, text: string}[]} */
   const out = [];
+  /** @param {Style} pieceStyle @param {string} pieceText */
+  const push = (pieceStyle, pieceText) => {
+    const previous = out[out.length - 1];
+    if (previous && sameStyle(previous.style, pieceStyle)) previous.text += pieceText;
+    else out.push({ style: { ...pieceStyle }, text: pieceText });
+  };
   const emit = (/** @type {string} */ chunk) => {
     if (!chunk) return;
     const clean = chunk.replace(CONTROL, '');
     if (!clean) return;
-    const last = line[line.length - 1];
-    if (last && sameStyle(last.style, style)) last.text += clean;
-    else line.push({ style: { ...style }, text: clean });
+    const snapshot = { ...style };
+    for (const ch of clean) {
+      const cell = { style: snapshot, ch };
+      if (cursor < line.length) line[cursor] = cell;
+      else line.push(cell);
+      cursor++;
+    }
+  };
+  const flush = () => {
+    for (const cell of line) push(cell.style, cell.ch);
+    line = [];
+    cursor = 0;
   };
   const endLine = () => {
-    for (const piece of line) {
-      const previous = out[out.length - 1];
-      if (previous && sameStyle(previous.style, piece.style)) previous.text += piece.text;
-      else out.push(piece);
-    }
-    const previous = out[out.length - 1];
-    if (previous && sameStyle(previous.style, style)) previous.text += '\n';
-    else out.push({ style: { ...style }, text: '\n' });
-    line = [];
+    flush();
+    push(style, '\n');
   };
   const normalised = text.replace(/\r+\n/g, '\n');
   let last = 0;
@@ -159,7 +170,7 @@ export function renderAnsi(text) {
     const parts = segment.split(/([\r\n])/);
     for (const part of parts) {
       if (part === '\n') endLine();
-      else if (part === '\r') line = [];
+      else if (part === '\r') cursor = 0;
       else emit(part);
     }
   };
@@ -171,11 +182,7 @@ export function renderAnsi(text) {
     if (match[0].length === 0) ESCAPE.lastIndex++;
   }
   handleText(normalised.slice(last));
-  for (const piece of line) {
-    const previous = out[out.length - 1];
-    if (previous && sameStyle(previous.style, piece.style)) previous.text += piece.text;
-    else out.push(piece);
-  }
+  flush();
   for (const piece of out) fragment.append(styled(piece.style, piece.text));
   return fragment;
 }

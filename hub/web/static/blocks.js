@@ -7,7 +7,8 @@
 
 import { renderAnsi } from './ansi.js';
 import { el, labelize, token } from './dom.js';
-import { renderMarkdown, safeUrl } from './markdown.js';
+import { linkTarget, renderMarkdown, safeUrl } from './markdown.js';
+import { optionLabel, revealHidden } from './request.js';
 
 /** Terminal output beyond this many bytes is trimmed from the start when drawn. */
 const TERMINAL_TAIL = 256 * 1024;
@@ -20,12 +21,25 @@ const TERMINAL_TAIL = 256 * 1024;
 export function describeOutcome(record) {
   const outcome = record?.outcome;
   if (!outcome || typeof outcome !== 'object') return '';
-  if (outcome.outcome === 'selected') {
-    const options = Array.isArray(record?.request?.options) ? record.request.options : [];
-    const option = options.find((/** @type {any} */ o) => o?.optionId === outcome.optionId);
-    return option ? `${option.name}` : String(outcome.optionId);
-  }
+  if (outcome.outcome === 'selected') return describeChoice(record, outcome.optionId, record?.optionKind);
+  if (outcome.outcome === 'cancelled' && record?.status === 'resolved') return 'Declined';
   return labelize(outcome.outcome);
+}
+
+/**
+ * An option chosen, by its kind in the hub's words, with the agent's name for it:
+ * `Always allow ("Reject")`.
+ * @param {any} record a permission record
+ * @param {unknown} optionId
+ * @param {unknown} [kind] the kind the hub recorded (`optionKind`), else the option's
+ * @returns {string}
+ */
+export function describeChoice(record, optionId, kind) {
+  const options = Array.isArray(record?.request?.options) ? record.request.options : [];
+  const option = options.find((/** @type {any} */ o) => o?.optionId === optionId);
+  const label = optionLabel(kind ?? option?.kind);
+  const name = String(option?.name ?? optionId);
+  return name === label ? label : `${label} ("${name}")`;
 }
 
 /**
@@ -68,10 +82,13 @@ export function renderBlock(block) {
       const mime = String(block.mimeType ?? '');
       const data = String(block.data ?? '');
       if (/^image\/(png|jpeg|gif|webp)$/.test(mime) && /^[A-Za-z0-9+/=\s]*$/.test(data)) {
+        // Framed as the agent's: an image can look like anything, the hub's own records too.
+        const figure = el('figure', 'block-image-frame');
         const img = /** @type {HTMLImageElement} */ (el('img', 'block-image'));
         img.alt = 'image from the agent';
         img.src = `data:${mime};base64,${data.replace(/\s/g, '')}`;
-        return img;
+        figure.append(el('figcaption', 'block-image-caption', 'Image from the agent'), img);
+        return figure;
       }
       return el('p', 'block-other', `[image: ${mime}]`);
     }
@@ -85,6 +102,7 @@ export function renderBlock(block) {
       a.rel = 'noopener noreferrer';
       a.target = '_blank';
       p.append(a);
+      if (label !== href) p.append(el('span', 'link-host', ` (${linkTarget(href)})`));
       return p;
     }
     case 'resource': {
@@ -177,6 +195,15 @@ export function permissionLine(record) {
       text = labelize(record.status);
   }
   line.append(el('span', 'perm-result', text));
+  // Under consensus: who allowed so far, each with what the answer meant.
+  const approvals = Array.isArray(record.approvals) ? record.approvals : [];
+  if (approvals.length) {
+    const votes = approvals.map((/** @type {any} */ a) => `${String(a?.name || a?.principal || 'someone')}: ${describeChoice(record, a?.optionId, a?.optionKind)}`);
+    const needed = typeof record.needed === 'number' ? ` of ${record.needed} needed` : '';
+    line.append(el('span', 'perm-votes', `${approvals.length}${needed} allowed (${votes.join('; ')})`));
+  }
+  // The request's words, marked as the request itself showed them.
+  revealHidden(line);
   return line;
 }
 

@@ -14,11 +14,12 @@
  * of new waiting requests are off until the person turns them on (a click, never on load).
  */
 
-import { connectionText, optionClass } from './blocks.js';
+import { connectionText } from './blocks.js';
 import { button, el, errorText, labelize, token } from './dom.js';
 import { identityBadge, renderRefusal } from './access.js';
 import { plainText } from './markdown.js';
 import { RpcConnection, hubMeta, hubSocketUrl } from './rpc.js';
+import { guard, optionButtons, requestNodes } from './request.js';
 import { pageToken, refusal } from './token.js';
 import { initializeParams } from './session-app.js';
 import { roleAtLeast } from './view.js';
@@ -119,7 +120,7 @@ let subscribing = null;
 
 /**
  * Waiting answers from cards, by session id: the option the person chose.
- * @type {Map<string, {permissionId: string, optionId: string, resolve: () => void,
+ * @type {Map<string, {permissionId: string, optionId: string | null, resolve: () => void,
  *   reject: (error: Error) => void}>}
  */
 const answering = new Map();
@@ -356,32 +357,31 @@ function drawCard(node, card) {
 function drawPending(card, pending) {
   const box = el('div', 'card-permission');
   box.setAttribute('role', 'group');
-  const label = `Permission: ${String(pending?.title ?? 'the agent asks')}`;
-  box.setAttribute('aria-label', label);
-  box.append(el('p', 'card-permission-title', label));
-  if (pending?.subject?.type === 'command') box.append(el('pre', 'permission-command', String(pending.subject.command ?? '')));
+  const title = String(pending?.title ?? 'the agent asks');
+  box.setAttribute('aria-label', `Permission: ${title}`);
+  // What it asks in full (the subject, not only its title), as the session page shows it.
+  box.append(...requestNodes(pending, pending?.tool));
   if (!roleAtLeast(role, 'approver')) {
     box.append(el('p', 'field-hint', 'An approver can answer it.'));
+    guard(box);
     return box;
-  }
-  const options = el('div', 'permission-options');
-  for (const option of Array.isArray(pending?.options) ? pending.options : []) {
-    const kind = String(option?.kind ?? '');
-    const choice = button(String(option?.name ?? option?.optionId), () => {
-      for (const other of options.querySelectorAll('button')) /** @type {HTMLButtonElement} */ (other).disabled = true;
-      answerFromCard(card, String(pending.permissionId), String(option.optionId)).catch((error) => {
-        for (const other of options.querySelectorAll('button')) /** @type {HTMLButtonElement} */ (other).disabled = false;
-        announce(`Not answered: ${errorText(error)}`);
-        status.textContent = `Not answered: ${errorText(error)}`;
-      });
-    }, optionClass(kind));
-    choice.dataset.focusKey = `${pending.permissionId}/${option.optionId}`;
-    choice.setAttribute('aria-label', `${String(option?.name ?? option?.optionId)}: ${String(pending?.title ?? '')} (${String(card.agent ?? '')})`);
-    options.append(choice);
   }
   const status = el('p', 'composer-error');
   status.setAttribute('role', 'alert');
+  const options = optionButtons(pending?.options, (optionId) => {
+    for (const other of options.querySelectorAll('button')) /** @type {HTMLButtonElement} */ (other).disabled = true;
+    answerFromCard(card, String(pending.permissionId), optionId).catch((error) => {
+      for (const other of options.querySelectorAll('button')) /** @type {HTMLButtonElement} */ (other).disabled = false;
+      announce(`Not answered: ${errorText(error)}`);
+      status.textContent = `Not answered: ${errorText(error)}`;
+    });
+  });
+  for (const choice of options.querySelectorAll('button')) {
+    const node = /** @type {HTMLElement} */ (choice);
+    node.dataset.focusKey = `${pending.permissionId}/${node.dataset.kind}/${[...options.children].indexOf(node)}`;
+  }
   box.append(options, status);
+  guard(box);
   return box;
 }
 
@@ -389,7 +389,7 @@ function drawPending(card, pending) {
  * Answer a pending request from its card: attach, answer the copy the hub offers, detach.
  * @param {Card} card
  * @param {string} permissionId
- * @param {string} optionId
+ * @param {string | null} optionId `null`: declined (the request resolves `cancelled`)
  */
 async function answerFromCard(card, permissionId, optionId) {
   const sessionId = card.sessionId;
@@ -518,7 +518,7 @@ rpc = new RpcConnection(hubSocketUrl(), {
   onRequest(id, method, params) {
     const waiting = answering.get(String(params?.sessionId));
     if (method === 'session/request_permission' && waiting && hubMeta(params).permissionId === waiting.permissionId) {
-      rpc.respond(id, { outcome: { outcome: 'selected', optionId: waiting.optionId } });
+      rpc.respond(id, { outcome: waiting.optionId === null ? { outcome: 'cancelled' } : { outcome: 'selected', optionId: waiting.optionId } });
       waiting.resolve();
       return;
     }

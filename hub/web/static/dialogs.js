@@ -5,15 +5,19 @@
  *
  * A dialog lives as long as its request: answered here, withdrawn by the hub
  * (`$/cancel_request`), resolved elsewhere (the log shows the record no longer pending), or
- * dropped with the connection that carried it. Focus moves into a new dialog (unless the
- * person is typing a prompt) and, when the dialog goes, back to where it was.
+ * dropped with the connection that carried it.
+ *
+ * A request never takes the focus: someone typing (here or in a page that embeds this one)
+ * goes on typing, and an answer takes a deliberate act (a click, a tap, or a key pressed on a
+ * button the person moved to). Escape never answers. When a dialog that had the focus goes,
+ * the focus goes to the prompt box (never into the next request, where a second key press
+ * would answer it). What a permission request shows is drawn by `request.js`.
  */
 
-import { optionClass } from './blocks.js';
-import { renderDiff } from './diff.js';
-import { button, el, errorText, idPart, labelize } from './dom.js';
+import { button, el, errorText, idPart } from './dom.js';
 import { ElicitationForm } from './elicitation.js';
-import { safeUrl } from './markdown.js';
+import { linkTarget, safeUrl } from './markdown.js';
+import { guard, isolated, optionButtons, requestNodes } from './request.js';
 
 /** @typedef {import('./fold.js').SessionModel} SessionModel */
 
@@ -29,8 +33,7 @@ export class Dialogs {
   /**
    * @param {SessionModel} model
    * @param {DialogActions} actions
-   * @param {{announce: (text: string) => void, typing: () => boolean,
-   *   fallbackFocus: () => void}} page
+   * @param {{announce: (text: string) => void, fallbackFocus: () => void}} page
    */
   constructor(model, actions, page) {
     this.model = model;
@@ -39,25 +42,18 @@ export class Dialogs {
     /** @type {Map<string | number, {params: any, node: HTMLElement}>} */
     this.requests = new Map();
     this.element = el('div', 'dialogs');
-    /** @type {HTMLElement | null} where focus was before a dialog took it */
-    this.returnFocus = null;
   }
 
   /**
-   * Add a dialog and move focus into it (unless the person is typing a prompt).
+   * Add a dialog, without moving the focus (see the module comment).
    * @param {string | number} requestId
    * @param {any} params
    * @param {HTMLElement} dialog
-   * @param {HTMLElement | null} target
    */
-  open(requestId, params, dialog, target) {
+  open(requestId, params, dialog) {
     dialog.dataset.requestId = String(requestId);
     this.requests.set(requestId, { params, node: dialog });
     this.element.append(dialog);
-    if (!target || this.page.typing()) return;
-    const active = document.activeElement;
-    if (active instanceof HTMLElement && active !== document.body && !this.element.contains(active)) this.returnFocus = active;
-    target.focus();
   }
 
   /**
@@ -67,39 +63,20 @@ export class Dialogs {
    */
   addPermission(requestId, params) {
     const dialog = el('section', 'permission-dialog');
-    dialog.setAttribute('role', 'alertdialog');
+    dialog.setAttribute('role', 'group');
     const titleId = `perm-title-${idPart(requestId)}`;
     dialog.setAttribute('aria-labelledby', titleId);
-    const heading = el('h2', 'permission-title', String(params?.title ?? params?.toolCall?.title ?? 'Permission requested'));
-    heading.id = titleId;
-    dialog.append(el('p', 'permission-kicker', 'The agent asks for permission'), heading);
-    if (params?.description) dialog.append(el('p', 'permission-description', String(params.description)));
-    const subject = params?.subject;
-    if (subject?.type === 'command') {
-      dialog.append(el('pre', 'permission-command', String(subject.command ?? '')));
-      if (subject.cwd) dialog.append(el('p', 'permission-cwd', `in ${String(subject.cwd)}`));
-    } else if (subject?.type === 'tool_call' && subject.toolCall) {
-      const known = this.model.tools.get(String(subject.toolCall.toolCallId));
-      const tool = { ...known, ...subject.toolCall };
-      const line = el('p', 'permission-subject');
-      line.append(el('span', 'tool-kind', labelize(tool.kind ?? 'tool')), document.createTextNode(` ${String(tool.title ?? tool.toolCallId ?? '')}`));
-      dialog.append(line);
-      for (const item of Array.isArray(tool.content) ? tool.content : []) {
-        if (item?.type === 'diff') dialog.append(renderDiff(item));
-      }
-    }
-    const options = el('div', 'permission-options');
-    for (const option of Array.isArray(params?.options) ? params.options : []) {
-      const kind = String(option?.kind ?? '');
-      const choice = button(String(option?.name ?? option?.optionId), () => {
-        this.actions.answer(requestId, String(option.optionId));
+    const known = this.model.tools.get(String(params?.subject?.toolCall?.toolCallId));
+    dialog.append(...requestNodes(params, known, titleId));
+    dialog.append(
+      optionButtons(params?.options, (optionId) => {
+        this.actions.answer(requestId, optionId);
         this.remove(requestId);
-      }, optionClass(kind));
-      options.append(choice);
-    }
-    dialog.append(options);
-    this.page.announce(`Permission requested: ${heading.textContent}`);
-    this.open(requestId, params, dialog, options.querySelector('button'));
+      }),
+    );
+    guard(dialog);
+    this.page.announce(`Permission requested: ${dialog.querySelector('.permission-title')?.textContent ?? ''}`);
+    this.open(requestId, params, dialog);
   }
 
   /**
@@ -113,13 +90,16 @@ export class Dialogs {
     dialog.noValidate = true;
     dialog.setAttribute('role', 'dialog');
     const prefix = `elicit-${idPart(requestId)}`;
-    const heading = el('h2', 'elicitation-title', String(params?.requestedSchema?.title || 'The agent asks for information'));
+    // The hub's frame first: whatever the agent titles its form, it is the agent asking.
+    const kicker = el('p', 'permission-kicker', 'The agent asks for information (this form is not from acp-hub)');
+    const heading = el('h2', 'elicitation-title');
+    heading.append(isolated('request-title', String(params?.requestedSchema?.title || 'The agent asks for information')));
     heading.id = `${prefix}-title`;
     dialog.setAttribute('aria-labelledby', heading.id);
     const message = el('p', 'elicitation-message', String(params?.message ?? ''));
     message.id = `${prefix}-message`;
     dialog.setAttribute('aria-describedby', message.id);
-    dialog.append(heading, message);
+    dialog.append(kicker, heading, message);
     const status = el('p', 'elicitation-status');
     status.setAttribute('role', 'alert');
     /** @param {'accept' | 'decline' | 'cancel'} action @param {Record<string, unknown>} [content] */
@@ -129,17 +109,16 @@ export class Dialogs {
       this.page.announce(`Form ${action === 'accept' ? 'sent' : action === 'decline' ? 'declined' : 'cancelled'}`);
     };
     const buttons = el('div', 'elicitation-buttons');
-    /** @type {HTMLElement | null} */
-    let first = null;
     if (params?.mode === 'url') {
       const href = safeUrl(String(params?.url ?? ''));
       const link = el('p', 'elicitation-url', href ? '' : `The agent gave an address this page will not open: ${String(params?.url ?? '')}`);
       if (href) {
-        const a = /** @type {HTMLAnchorElement} */ (el('a', '', href));
+        const a = /** @type {HTMLAnchorElement} */ (el('a', ''));
+        a.append(isolated('request-url', href));
         a.href = href;
         a.rel = 'noopener noreferrer';
         a.target = '_blank';
-        link.append('Open ', a, ' to continue.');
+        link.append('Open ', a, ` (on ${linkTarget(href)}) to continue.`);
       }
       dialog.append(link);
       const accept = /** @type {HTMLButtonElement} */ (el('button', 'send', 'I opened it'));
@@ -150,7 +129,6 @@ export class Dialogs {
         event.preventDefault();
         finish('accept');
       });
-      first = href ? accept : null;
     } else {
       const form = new ElicitationForm(params?.requestedSchema, prefix);
       dialog.append(form.element);
@@ -171,22 +149,22 @@ export class Dialogs {
           status.textContent = errorText(error);
         }
       });
-      first = form.firstField();
     }
     buttons.append(
       button('Decline', () => finish('decline'), 'decline'),
       button('Cancel', () => finish('cancel'), 'cancel-elicitation'),
     );
     dialog.append(buttons, status);
-    // Escape cancels, as it closes any dialog.
+    guard(dialog);
+    // Escape answers nothing: it leaves the form (to the prompt box), which stays open.
     dialog.addEventListener('keydown', (event) => {
       if (event.key === 'Escape') {
         event.preventDefault();
-        finish('cancel');
+        this.page.fallbackFocus();
       }
     });
     this.page.announce(`The agent asks: ${message.textContent}`);
-    this.open(requestId, params, dialog, first ?? buttons.querySelector('button'));
+    this.open(requestId, params, dialog);
   }
 
   /**
@@ -206,14 +184,8 @@ export class Dialogs {
     this.requests.delete(requestId);
     const hadFocus = entry.node.contains(document.activeElement);
     entry.node.remove();
-    // Focus goes back where it was before the dialog took it.
-    if (hadFocus || document.activeElement === document.body) {
-      const next = this.element.querySelector('button, input, select');
-      if (next instanceof HTMLElement) next.focus();
-      else if (this.returnFocus?.isConnected) this.returnFocus.focus();
-      else this.page.fallbackFocus();
-      if (!this.requests.size) this.returnFocus = null;
-    }
+    // Never into the next request: a second key press there would answer it.
+    if (hadFocus) this.page.fallbackFocus();
   }
 
   /** Every request dies with the connection that carried it. */

@@ -105,14 +105,27 @@ function renderLines(lines) {
 }
 
 /**
+ * A path on its own, isolated and left to right: two paths never share one text node, so
+ * bidirectional characters in one cannot reorder the other.
+ * @param {unknown} path
+ * @returns {HTMLElement}
+ */
+function pathElement(path) {
+  const node = el('bdi', 'diff-path-part', String(path ?? ''));
+  node.dir = 'ltr';
+  return node;
+}
+
+/**
  * @param {any} change
- * @returns {string}
+ * @returns {HTMLElement}
  */
 function changeLabel(change) {
   const op = String(change?.operation ?? 'change');
-  const path = String(change?.path ?? '');
-  if ((op === 'move' || op === 'copy') && change?.oldPath) return `${change.oldPath} → ${path}`;
-  return path;
+  const label = el('span', 'diff-path');
+  if ((op === 'move' || op === 'copy') && change?.oldPath) label.append(pathElement(change.oldPath), ' → ');
+  label.append(pathElement(change?.path ?? ''));
+  return label;
 }
 
 /**
@@ -133,7 +146,7 @@ export function renderDiff(diff) {
     const file = el('section', 'diff-file');
     const header = el('header', 'diff-file-header');
     const op = String(change?.operation ?? 'change');
-    header.append(el('span', `diff-op diff-op-${op.replace(/[^a-z_]/gi, '')}`, op), el('span', 'diff-path', changeLabel(change)));
+    header.append(el('span', `diff-op diff-op-${op.replace(/[^a-z_]/gi, '')}`, op), changeLabel(change));
     if (change?.fileType && change.fileType !== 'text') header.append(el('span', 'diff-filetype', String(change.fileType)));
     file.append(header);
     const candidates = [String(change?.path ?? ''), String(change?.oldPath ?? '')].filter(Boolean);

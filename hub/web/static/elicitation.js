@@ -80,6 +80,23 @@ function dateTime(value) {
   return Number.isNaN(date.getTime()) ? null : date.toISOString();
 }
 
+/** The longest agent-supplied `pattern` this page checks (characters). */
+const PATTERN_MAX = 200;
+
+/**
+ * Whether an agent's `pattern` is safe to run here: short, without back-references, and
+ * without a quantified group that holds a quantifier (the shape of catastrophic
+ * backtracking: `(a+)+`, `(a|aa)*`).
+ * @param {string} pattern
+ * @returns {boolean}
+ */
+export function safePattern(pattern) {
+  if (pattern.length > PATTERN_MAX) return false;
+  if (/\\[1-9]|\\k</.test(pattern)) return false;
+  // A group containing a quantifier or an alternation, itself quantified.
+  return !/\((?:[^()\\]|\\.)*(?:[+*?}|])(?:[^()\\]|\\.)*\)\s*[+*?{]/.test(pattern);
+}
+
 export class ElicitationForm {
   /**
    * @param {any} schema the `requestedSchema`
@@ -110,7 +127,8 @@ export class ElicitationForm {
    * @returns {Field | null}
    */
   field(name, schema, required) {
-    const id = `${this.prefix}-${idPart(name)}`;
+    // By position, not by name: `a b` and `a_b` are two fields, never one id.
+    const id = `${this.prefix}-f${this.fields.length}-${idPart(name)}`;
     const title = String(schema?.title || name);
     const row = el('div', 'form-row elicitation-field');
     row.dataset.field = name;
@@ -226,7 +244,9 @@ export class ElicitationForm {
           if (typeof schema?.pattern === 'string') {
             let pattern = null;
             try {
-              pattern = new RegExp(schema.pattern, 'u');
+              // An agent's pattern could take this page minutes (`^(a+)+$`): one that is
+              // long or nests a quantifier is left to the agent, which checks it anyway.
+              if (safePattern(schema.pattern)) pattern = new RegExp(schema.pattern, 'u');
             } catch {
               // An agent's broken pattern cannot be checked here; the agent checks it.
             }

@@ -47,7 +47,37 @@ function link(href, children) {
   a.rel = 'noopener noreferrer';
   a.target = '_blank';
   a.append(...children);
+  // No link inside a link (an address in the text is only text): unwrapped, its own host note
+  // dropped.
+  for (const inner of [...a.querySelectorAll('a')]) {
+    for (const note of inner.querySelectorAll('.link-host')) note.remove();
+    inner.replaceWith(...inner.childNodes);
+  }
+  // Link text can say anything: where it goes is shown beside it, unless the text is the
+  // address itself.
+  const shown = (a.textContent ?? '').trim();
+  const where = linkTarget(href);
+  if (shown !== href && shown !== href.replace(/\/$/, '') && shown !== where) {
+    const host = document.createElement('span');
+    host.className = 'link-host';
+    host.textContent = ` (${where})`;
+    a.append(host);
+  }
   return a;
+}
+
+/**
+ * Where a safe link goes, for people: its host (`example.com`), or a `mailto:` address.
+ * @param {string} href already checked by safeUrl
+ * @returns {string}
+ */
+export function linkTarget(href) {
+  try {
+    const url = new URL(href);
+    return url.host || decodeURIComponent(url.pathname) || url.protocol;
+  } catch {
+    return href;
+  }
 }
 
 

@@ -170,7 +170,9 @@ export class SidePanels {
     this.controls = panel('Controls');
     this.presence = panel('People');
     this.queue = panel('Queue');
-    this.config = panel('Settings');
+    // The agent's own options, named as such: whatever the agent calls them, they are not
+    // the hub's settings (those are under Controls).
+    this.config = panel("The agent's settings");
     this.usage = panel('Usage');
     this.plan = panel('Plan');
     this.permissions = panel('Permissions');
@@ -399,6 +401,7 @@ export class SidePanels {
 
   drawConfig() {
     const form = el('div', 'config');
+    form.append(el('p', 'field-hint', 'Offered by the agent, not by acp-hub.'));
     const enabled = this.viewer.may('driver');
     for (const option of this.model.configOptions) {
       const id = `config-${idPart(option?.configId)}`;

@@ -14,6 +14,7 @@
 import { fillTerminal, mergeText, permissionLine, renderBlock } from './blocks.js';
 import { renderDiff } from './diff.js';
 import { button, el, labelize, token } from './dom.js';
+import { revealHidden } from './request.js';
 
 
 /** @typedef {import('./fold.js').SessionModel} SessionModel */
@@ -263,10 +264,17 @@ export class Transcript {
     }
     const header = el('header', 'msg-who');
     if (message.role === 'user') {
+      // A person's name only on what the hub saw that person send (`_hub_prompt`); any other
+      // user message is the agent's word about what someone said.
       const sender = this.model.prompts.get(id);
-      header.textContent = sender?.name ? String(sender.name) : 'User';
-      // The sender's role, when the hub's record carries it.
-      if (typeof sender?.role === 'string') header.append(el('span', 'msg-role', ` · ${sender.role}`));
+      if (sender) {
+        header.textContent = sender.name ? String(sender.name) : 'User';
+        // The sender's role, when the hub's record carries it.
+        if (typeof sender.role === 'string') header.append(el('span', 'msg-role', ` · ${sender.role}`));
+      } else {
+        header.textContent = `${this.context.agentName() || 'Agent'} (as a user message, not sent through acp-hub)`;
+        node.classList.add('msg-unattributed');
+      }
     } else {
       header.textContent = this.context.agentName() || 'Agent';
     }
@@ -292,8 +300,12 @@ export class Transcript {
     if (Array.isArray(tool.locations) && tool.locations.length) {
       const list = el('ul', 'tool-locations');
       for (const location of tool.locations) {
-        const line = location?.line != null ? `:${location.line}` : '';
-        list.append(el('li', '', `${String(location?.path ?? '')}${line}`));
+        // Each path on its own, isolated: one path's characters cannot reorder another.
+        const item = el('li', '');
+        const path = el('bdi', 'verbatim', String(location?.path ?? ''));
+        path.dir = 'ltr';
+        item.append(path, location?.line != null ? `:${location.line}` : '');
+        list.append(item);
       }
       parts.push(list);
     }
@@ -311,6 +323,10 @@ export class Transcript {
       details.append(el('summary', '', 'Input'), el('pre', '', JSON.stringify(tool.rawInput, null, 2)));
       parts.push(details);
     }
+    // The tool call a request may be about shows its words as the request did: hidden and
+    // bidirectional characters marked (terminal output is left as the terminal wrote it).
+    for (const part of parts) if (part !== content) revealHidden(part);
+    for (const child of content.children) if (!child.classList.contains('terminal')) revealHidden(child);
     node.replaceChildren(...parts);
   }
 

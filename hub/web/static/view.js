@@ -39,6 +39,8 @@ const PLACEHOLDER = 'Message the agent (Enter sends, Shift+Enter new line)';
 
 /** Every panel key: a reset redraws them all. */
 const PANEL_KEYS = ['role', 'state', 'presence', 'queue', 'config', 'usage', 'info', 'agent', 'lease', 'policy', 'commands', 'closed', 'permissions', 'plans'];
+/** The longest title the header shows (characters), as the hub clamps it. */
+const TITLE_MAX = 200;
 
 /**
  * Whether `role` includes `needed` (viewer < approver < driver < owner).
@@ -82,8 +84,6 @@ export class SessionView {
     });
     this.dialogs = new Dialogs(model, actions, {
       announce: (text) => this.announce(text),
-      // Someone composing a prompt keeps the focus; one who just sent it does not.
-      typing: () => document.activeElement === this.input && this.input.value.trim() !== '',
       fallbackFocus: () => (this.composer.hidden ? this.transcript.element : this.input).focus(),
     });
 
@@ -313,11 +313,13 @@ export class SessionView {
     if (!text.trim()) return;
     this.sendButton.disabled = true;
     this.composerError.textContent = '';
+    // Emptied at once: what the person types next, while the prompt goes out, is kept.
+    this.input.value = '';
     try {
       await this.actions.prompt(text);
-      this.input.value = '';
       this.stickToBottom = true;
     } catch (error) {
+      if (!this.input.value) this.input.value = text;
       this.composerError.textContent = errorText(error);
     } finally {
       this.sendButton.disabled = false;
@@ -403,7 +405,10 @@ export class SessionView {
 
   drawInfo() {
     const title = this.model.info.title;
-    this.title.textContent = title ? String(title) : `Session ${this.sessionId}`;
+    // Clamped here too (the hub clamps at 200): a title never fills the page.
+    const text = title ? String(title) : `Session ${this.sessionId}`;
+    this.title.textContent = text.length > TITLE_MAX ? `${text.slice(0, TITLE_MAX - 1)}…` : text;
+    this.title.title = text.slice(0, 1000);
     if (!this.embed) document.title = `${this.title.textContent} · acp-hub`;
   }
 }

@@ -4,7 +4,7 @@
   const { renderMarkdown } = await import('/static/markdown.js');
   const tags = new Set([
     'P', 'STRONG', 'EM', 'DEL', 'CODE', 'PRE', 'A', 'BR', 'H3', 'H4', 'H5', 'H6', 'HR',
-    'BLOCKQUOTE', 'UL', 'OL', 'LI', 'TABLE', 'THEAD', 'TBODY', 'TR', 'TH', 'TD', 'DIV',
+    'BLOCKQUOTE', 'UL', 'OL', 'LI', 'TABLE', 'THEAD', 'TBODY', 'TR', 'TH', 'TD', 'DIV', 'SPAN',
   ]);
   const attributes = new Set([
     'href', 'rel', 'target', 'class', 'tabindex', 'start', 'data-language',
