@@ -57,6 +57,10 @@ from hub.store import StoreError, open_store, parse_store_url
 
 log = logging.getLogger("hub")
 
+WORKSPACE_ROOTS_ENV = "ACP_HUB_WORKSPACE_ROOTS"
+"""The workspace roots from the environment, separated by ``os.pathsep`` (``:``): they
+replace the config file's ``workspace_roots``; ``--workspace`` replaces both."""
+
 
 GC_THRESHOLDS = (700, 10, 100)
 """The garbage collector's thresholds for a serving hub: Python's defaults but the third,
@@ -184,8 +188,9 @@ def _parser() -> argparse.ArgumentParser:
             action="append",
             default=[],
             metavar="DIR",
-            help="a directory sessions may work in (repeatable; replaces workspace_roots of the "
-            "config file; demo: the current directory by default)",
+            help="a directory sessions may work in (repeatable; replaces "
+            "ACP_HUB_WORKSPACE_ROOTS, ':'-separated, and workspace_roots of the config file; "
+            "demo: the current directory by default)",
         )
         p.add_argument(
             "--store",
@@ -302,8 +307,11 @@ def build(args: argparse.Namespace) -> tuple[Settings, dict[str, AgentSpec], str
         overrides["host"] = args.host
     if args.port is not None:
         overrides["port"] = args.port
+    roots_env = [d for d in os.environ.get(WORKSPACE_ROOTS_ENV, "").split(os.pathsep) if d]
     if args.workspace:
         overrides["workspace_roots"] = tuple(os.path.abspath(d) for d in args.workspace)
+    elif roots_env:
+        overrides["workspace_roots"] = tuple(roots_env)
     elif args.command == "demo" and not settings.workspace_roots:
         overrides["workspace_roots"] = (os.getcwd(),)
     if getattr(args, "auth", None) is not None:
@@ -411,8 +419,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not settings.workspace_roots:
         # Agents run commands in their session's cwd: serve never lets clients pick any path.
         print(
-            "acp-hub: no workspace roots: set [hub] workspace_roots in the config file or use "
-            "--workspace DIR (the directories sessions may work in)",
+            "acp-hub: no workspace roots: set [hub] workspace_roots in the config file, "
+            "ACP_HUB_WORKSPACE_ROOTS or use --workspace DIR (the directories sessions may "
+            "work in)",
             file=sys.stderr,
         )
         return 2

@@ -345,6 +345,10 @@ def parse_store_url(text: str) -> StoreUrl:
         return StoreUrl("sqlite", path, options)
     if text.startswith(("redis://", "rediss://")):
         parts = urlsplit(text)
+        try:
+            parts.port  # noqa: B018 - a port that is not a number raises here
+        except ValueError:
+            parts = urlsplit("redis://")
         if not parts.hostname:
             raise ValueError("store: a redis store is redis://HOST:PORT/DB")
         return StoreUrl("redis", text)
