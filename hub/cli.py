@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import gc
 import logging
 import os
@@ -38,7 +39,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import uvicorn
@@ -52,7 +53,7 @@ from hub.server import logs
 from hub.server.app import GOING_AWAY, HubApp, create_app
 from hub.server.wsprotocol import FairWebSocketProtocol
 from hub.sessions.workspace import resolve_roots
-from hub.settings import ROLES, Settings
+from hub.settings import MAX_PORT, ROLES, Settings
 from hub.store import StoreError, open_store, parse_store_url
 
 log = logging.getLogger("hub")
@@ -151,6 +152,47 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
+class BindError(Exception):
+    """The hub cannot listen where it was told; the message is the one line to print."""
+
+
+def listen(host: str, port: int) -> list[socket.socket]:
+    """Bound sockets for ``host``:``port``, one per address the name resolves to, as asyncio's
+    ``create_server`` binds them (``SO_REUSEADDR``, IPv6 sockets IPv6 only); uvicorn listens on
+    them. ``BindError`` says why not: a port in use names the port and the option to change."""
+    try:
+        infos = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise BindError(f"cannot listen on {host!r}: {exc.strerror}") from None
+    sockets: list[socket.socket] = []
+    seen: set[tuple[int, Any]] = set()
+    try:
+        for family, kind, proto, _, address in infos:
+            if (family, address) in seen:
+                continue
+            seen.add((family, address))
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise BindError(
+                        f"port {port} is in use: pass --port (another port, or 0 for any free one)"
+                    ) from None
+                raise BindError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
 def _public_base(settings: Settings, base: str) -> str:
     """Where users reach the hub: ``public_url``, else the bound address, else (a wildcard
     bind) the first plain name of ``allowed_hosts``."""
@@ -164,18 +206,51 @@ def _public_base(settings: Settings, base: str) -> str:
     return base
 
 
+def _port(text: str) -> int:
+    """``--port``: a TCP port number (0: any free port)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_PORT}, not {port}")
+    return port
+
+
+def _sentence(text: str) -> str:
+    return text[0].upper() + text[1:] + "."
+
+
+LOG_LEVEL_HELP = "debug, info, warning or error (default: ACP_HUB_LOG, else info)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (``acp-hub serve: argument --port: ...``) and
+    exit status 2 instead of the whole usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="acp-hub", description="Share ACP agent sessions.")
+    parser = _Parser(prog="acp-hub", description="Share ACP agent sessions.")
     parser.add_argument("--version", action="version", version=f"acp-hub {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (
         ("serve", "run the hub with the configured agents"),
         ("demo", "run the hub with the built-in demo agent"),
     ):
-        p = sub.add_parser(name, help=help_text)
+        p = sub.add_parser(name, help=help_text, description=_sentence(help_text))
         p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
-        p.add_argument("--port", type=int, default=None, help="port (default 8765; 0: any)")
-        p.add_argument("--config", default=os.environ.get("ACP_HUB_CONFIG"), help="TOML file")
+        p.add_argument(
+            "--port", type=_port, default=None, help="port, 0-65535 (default 8765; 0: any free one)"
+        )
+        p.add_argument(
+            "--config",
+            default=os.environ.get("ACP_HUB_CONFIG"),
+            metavar="FILE",
+            help="the TOML config file (default: ACP_HUB_CONFIG)",
+        )
         p.add_argument(
             "--agent",
             action="append",
@@ -198,7 +273,12 @@ def _parser() -> argparse.ArgumentParser:
             help="memory (default), sqlite:///PATH or redis://HOST:PORT/DB "
             "(default: ACP_HUB_STORE, else the config file's)",
         )
-        p.add_argument("--log-level", default=os.environ.get("ACP_HUB_LOG", "info"))
+        p.add_argument(
+            "--log-level",
+            default=os.environ.get("ACP_HUB_LOG", "info"),
+            metavar="LEVEL",
+            help=LOG_LEVEL_HELP,
+        )
         p.add_argument(
             "--log-format",
             default=os.environ.get("ACP_HUB_LOG_FORMAT", "text"),
@@ -220,17 +300,57 @@ def _parser() -> argparse.ArgumentParser:
             help='"none" turns credentials off (loopback addresses only)',
         )
         if name == "demo":
-            p.add_argument("--protocol", default="auto", choices=["auto", "1", "2"])
-    a = sub.add_parser("agent-login", help="run an agent's terminal login on this host")
+            p.add_argument(
+                "--protocol",
+                default="auto",
+                choices=["auto", "1", "2"],
+                help="the ACP version the demo agent speaks: auto (offers 2, accepts 1, the "
+                "default), 1 or 2",
+            )
+    login_help = "run an agent's terminal login on this host"
+    a = sub.add_parser("agent-login", help=login_help, description=_sentence(login_help))
     a.add_argument("name", help="the agent, as defined in the config file or by --agent")
-    a.add_argument("--config", default=os.environ.get("ACP_HUB_CONFIG"), help="TOML file")
-    a.add_argument("--agent", action="append", default=[], metavar="NAME=COMMAND")
+    a.add_argument(
+        "--config",
+        default=os.environ.get("ACP_HUB_CONFIG"),
+        metavar="FILE",
+        help="the TOML config file (default: ACP_HUB_CONFIG)",
+    )
+    a.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND",
+        help="define an agent, as serve --agent does (repeatable; default: only the config file's)",
+    )
     a.add_argument("--method", default=None, help="the terminal method's id (if several)")
-    a.add_argument("--log-level", default=os.environ.get("ACP_HUB_LOG", "warning"))
-    a.add_argument("--log-format", default="text", choices=logs.FORMATS)
-    t = sub.add_parser("token", help="mint a token with the hub's key (no running hub needed)")
-    t.add_argument("--config", default=os.environ.get("ACP_HUB_CONFIG"), help="TOML file")
-    t.add_argument("--role", default="viewer", choices=list(ROLES))
+    a.add_argument(
+        "--log-level",
+        default=os.environ.get("ACP_HUB_LOG", "warning"),
+        metavar="LEVEL",
+        help="debug, info, warning or error (default: ACP_HUB_LOG, else warning)",
+    )
+    a.add_argument(
+        "--log-format",
+        default="text",
+        choices=logs.FORMATS,
+        help="text (the default) or json",
+    )
+    token_help = "mint a token with the hub's key (no hub needs to run)"
+    t = sub.add_parser("token", help=token_help, description=_sentence(token_help))
+    t.add_argument(
+        "--config",
+        default=os.environ.get("ACP_HUB_CONFIG"),
+        metavar="FILE",
+        help="the TOML config file (default: ACP_HUB_CONFIG)",
+    )
+    t.add_argument(
+        "--role",
+        default="viewer",
+        choices=list(ROLES),
+        help="viewer, approver, driver or owner: the most the token may do (default viewer; "
+        "session/new needs owner)",
+    )
     t.add_argument(
         "--session",
         action="append",
@@ -250,7 +370,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--sub", default=None, help="the principal (default: a new random one)")
     t.add_argument("--name", default=None, help="the name others see")
     t.add_argument("--url", default=None, help="print a link on this hub base URL instead")
-    b = sub.add_parser("bridge", help="a stdio ACP agent for editors, relaying to a hub")
+    bridge_help = "a stdio ACP agent for editors, relaying to a hub"
+    b = sub.add_parser("bridge", help=bridge_help, description=_sentence(bridge_help))
     b.add_argument("url", help="the hub's WebSocket endpoint, e.g. ws://127.0.0.1:8765/acp")
     b.add_argument(
         "--token",
@@ -266,7 +387,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long to keep trying a lost hub before failing requests (default 60)",
     )
-    b.add_argument("--log-level", default=os.environ.get("ACP_HUB_LOG", "info"))
+    b.add_argument(
+        "--log-level",
+        default=os.environ.get("ACP_HUB_LOG", "info"),
+        metavar="LEVEL",
+        help=LOG_LEVEL_HELP,
+    )
     b.add_argument(
         "--log-format",
         default=os.environ.get("ACP_HUB_LOG_FORMAT", "text"),
@@ -456,9 +582,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     banner = ""
     if args.command == "demo":
         banner = "acp-hub: open {url} in a browser; the demo agent is ready to prompt"
+    try:
+        sockets = listen(settings.host, settings.port)
+    except BindError as exc:
+        print(f"acp-hub: {exc}", file=sys.stderr)
+        return 2
     server = _Server(config, hub, banner)
     tune_gc()
-    server.run()
+    try:
+        server.run(sockets=sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
     return 0
 
 

@@ -32,6 +32,7 @@ MCP_POLICIES: tuple[McpPolicy, ...] = ("none", "owner", "any")
 AUTH_MODES: tuple[AuthMode, ...] = ("token", "none")
 
 MIB = 1024 * 1024
+MAX_PORT = 65535
 METRICS_TOKEN_MIN = 16
 """The shortest ``metrics_token`` accepted: a guessable token protects nothing."""
 
@@ -216,6 +217,8 @@ class Settings:
         """Raise ``ValueError`` for settings that cannot work together."""
         if self.auth not in AUTH_MODES:
             raise ValueError(f"auth must be one of {AUTH_MODES}")
+        if not 0 <= self.port <= MAX_PORT:
+            raise ValueError(f"port must be between 0 and {MAX_PORT} (0: any free port)")
         if self.auth == "none" and not is_loopback(self.host):
             raise ValueError(
                 f'auth = "none" is only allowed on a loopback address, not on {self.host!r}'
