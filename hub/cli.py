@@ -39,13 +39,16 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 import anyio
 import uvicorn
 
 from hub import __version__
+from hub.access import owner_url
 from hub.access.gate import Gate
+from hub.access.keys import state_dir
 from hub.access.tokens import parse_duration
 from hub.agents.errors import AgentError
 from hub.agents.spec import AgentSpec, ConfigError, load_config, parse_agent_arg
@@ -99,6 +102,7 @@ class _Server(uvicorn.Server):
         self.hub = hub
         self.banner = banner
         self.owner_url: str | None = None
+        self.owner_url_file: Path | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -111,26 +115,33 @@ class _Server(uvicorn.Server):
                 break
         shown = f"[{host}]" if ":" in str(host) else str(host)
         base = f"http://{shown}:{port}"
-        print(f"acp-hub: listening on {base}", flush=True)
-        page = f"{base}/"
+        lines = [f"listening on {base}"]
         gate = self.hub.gate
         if gate.enabled:
             page = f"{_public_base(self.hub.settings, base)}/#token={gate.mint_owner_token()}"
             self.owner_url = page
             try:
-                path = gate.write_owner_url(page)
+                self.owner_url_file = gate.write_owner_url(page, int(port))
             except OSError as exc:
                 log.warning("! cannot write the owner URL file: %s", exc.strerror or exc)
-                path = None
-            print(f"acp-hub: owner URL: {page}", flush=True)
-            if path is not None:
-                print(f"acp-hub: (also in {path}, readable by you only)", flush=True)
-        if self.banner:
-            print(self.banner.format(url=page), flush=True)
+            lines.append(f"owner URL: {page}")
+            lines.append(f"  open it in a browser to use the hub as its owner{self.banner}")
+            if self.owner_url_file is not None:
+                again = f"acp-hub url --port {port}"
+                lines.append(
+                    f"  it is also in {self.owner_url_file} (readable by you only); "
+                    f"`{again}` prints it again"
+                )
+        else:
+            lines.append(f"  open {base}/ in a browser{self.banner}")
+        lines.append("  stop with Ctrl+C (SIGINT) or SIGTERM")
+        print("\n".join(f"acp-hub: {line}" for line in lines), flush=True)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.hub.close_connections(GOING_AWAY, "the hub is shutting down")
         await super().shutdown(sockets)
+        if self.owner_url_file is not None and self.owner_url is not None:
+            owner_url.remove(self.owner_url_file, self.owner_url)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -370,6 +381,20 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--sub", default=None, help="the principal (default: a new random one)")
     t.add_argument("--name", default=None, help="the name others see")
     t.add_argument("--url", default=None, help="print a link on this hub base URL instead")
+    url_help = "print the owner URL of a hub running here again"
+    u = sub.add_parser("url", help=url_help, description=_sentence(url_help))
+    u.add_argument(
+        "--config",
+        default=os.environ.get("ACP_HUB_CONFIG"),
+        metavar="FILE",
+        help="the hub's TOML config file, for its state_dir (default: ACP_HUB_CONFIG)",
+    )
+    u.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help="the port the hub listens on (default: the only hub running)",
+    )
     bridge_help = "a stdio ACP agent for editors, relaying to a hub"
     b = sub.add_parser("bridge", help=bridge_help, description=_sentence(bridge_help))
     b.add_argument("url", help="the hub's WebSocket endpoint, e.g. ws://127.0.0.1:8765/acp")
@@ -513,11 +538,54 @@ def mint(args: argparse.Namespace) -> int:
     return 0
 
 
+def print_owner_url(args: argparse.Namespace) -> int:
+    """``acp-hub url``: print the owner URL a running hub wrote in its state directory."""
+    settings = Settings()
+    if args.config:
+        try:
+            settings = settings.merged(dict(load_config(args.config).hub))
+        except (ConfigError, ValueError) as exc:
+            print(f"acp-hub: {exc}", file=sys.stderr)
+            return 2
+    state = state_dir(settings)
+    found = owner_url.find(state)
+    if args.port is not None:
+        path = found.get(args.port)
+        if path is None:
+            print(
+                f"acp-hub: no hub on port {args.port} left an owner URL in {state} "
+                "(is it running, with this state directory?)",
+                file=sys.stderr,
+            )
+            return 1
+    elif len(found) == 1:
+        (path,) = found.values()
+    elif not found:
+        print(
+            f"acp-hub: no running hub left an owner URL in {state} (is one running, with this "
+            'state directory? with auth = "none" there is none)',
+            file=sys.stderr,
+        )
+        return 1
+    else:
+        ports = ", ".join(map(str, found))
+        print(f"acp-hub: hubs run on ports {ports}: pass --port", file=sys.stderr)
+        return 2
+    try:
+        print(path.read_text().strip())
+    except OSError as exc:
+        print(f"acp-hub: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``acp-hub`` console script."""
     args = _parser().parse_args(argv)
     if args.command == "token":
         return mint(args)
+    if args.command == "url":
+        return print_owner_url(args)
     if args.log_format not in logs.FORMATS:  # from ACP_HUB_LOG_FORMAT: argparse did not check
         print(f"acp-hub: --log-format must be one of {', '.join(logs.FORMATS)}", file=sys.stderr)
         return 2
@@ -579,9 +647,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lifespan="on",
         timeout_graceful_shutdown=5,
     )
-    banner = ""
-    if args.command == "demo":
-        banner = "acp-hub: open {url} in a browser; the demo agent is ready to prompt"
+    banner = "; the demo agent is ready to prompt" if args.command == "demo" else ""
     try:
         sockets = listen(settings.host, settings.port)
     except BindError as exc:

@@ -1,4 +1,5 @@
-"""The ``acp-hub`` console script's own surface: its help, and what it says about a bad port.
+"""The ``acp-hub`` console script's own surface: its help, what it says about a bad port, the
+banner it starts with and the owner URL file each hub keeps (``acp-hub url``).
 
 Each test runs the installed console script in a process, as a user runs it.
 """
@@ -7,9 +8,14 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
+import stat
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,7 +24,7 @@ from tests.credentials import hub_env
 from tests.support import ROOT
 
 ACP_HUB = Path(sys.executable).parent / "acp-hub"
-SUBCOMMANDS = ("serve", "demo", "agent-login", "token", "bridge")
+SUBCOMMANDS = ("serve", "demo", "agent-login", "token", "url", "bridge")
 TIMEOUT = 30.0
 
 
@@ -137,3 +143,114 @@ def test_an_unknown_subcommand_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("acp-hub: argument command: invalid choice: 'frob'"), line
+
+
+# -- the start banner and the owner URL files -----------------------------------------------------
+
+
+@dataclass
+class Started:
+    process: subprocess.Popen[str]
+    banner: list[str]
+    stderr: Path
+
+    @property
+    def owner_url(self) -> str:
+        (line,) = [b for b in self.banner if b.startswith("acp-hub: owner URL: ")]
+        return line.removeprefix("acp-hub: owner URL: ")
+
+    @property
+    def port(self) -> int:
+        match = re.match(r"^acp-hub: listening on http://127\.0\.0\.1:(\d+)$", self.banner[0])
+        assert match is not None, self.banner
+        return int(match.group(1))
+
+    def stop(self) -> int:
+        """SIGINT and wait: the clean shutdown; the exit status."""
+        self.process.send_signal(signal.SIGINT)
+        return self.process.wait(timeout=TIMEOUT)
+
+
+@contextmanager
+def demo(tmp_path: Path, name: str, state: Path) -> Iterator[Started]:
+    """``acp-hub demo --port 0`` with its state in ``state``, once its banner is printed (up
+    to its last line, how to stop it); killed if still running."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACP_HUB_")}
+    env.update(PYTHONPATH=str(ROOT), HOME=str(tmp_path), **hub_env(state))
+    stderr = tmp_path / f"{name}.stderr"
+    with stderr.open("w") as err:
+        process = subprocess.Popen(
+            [str(ACP_HUB), "demo", "--port", "0"],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+    try:
+        assert process.stdout is not None
+        banner = []
+        for line in process.stdout:  # ends at EOF if the hub dies
+            banner.append(line.rstrip("\n"))
+            if line.startswith("acp-hub:   stop with"):
+                break
+        assert banner, stderr.read_text()
+        assert banner[-1].startswith("acp-hub:   stop with"), (banner, stderr.read_text())
+        yield Started(process, banner, stderr)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+def test_the_demo_prints_one_banner(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with demo(tmp_path, "hub", state) as hub:
+        port, url = hub.port, hub.owner_url
+        assert url.startswith(f"http://127.0.0.1:{port}/#token=")
+        file = state / f"owner-url-{port}"
+        assert hub.banner == [
+            f"acp-hub: listening on http://127.0.0.1:{port}",
+            f"acp-hub: owner URL: {url}",
+            "acp-hub:   open it in a browser to use the hub as its owner; the demo agent is "
+            "ready to prompt",
+            f"acp-hub:   it is also in {file} (readable by you only); "
+            f"`acp-hub url --port {port}` prints it again",
+            "acp-hub:   stop with Ctrl+C (SIGINT) or SIGTERM",
+        ]
+        assert stat.S_IMODE(file.stat().st_mode) == 0o600
+        assert file.read_text() == url + "\n"
+        assert hub.stop() == 0
+        # uvicorn's start and stop announcements are debug lines; nothing else was logged.
+        assert hub.stderr.read_text() == ""
+    assert not file.exists()  # a hub that stopped leaves no owner URL behind
+
+
+def test_two_hubs_of_one_user_keep_their_own_owner_urls(tmp_path: Path) -> None:
+    state = tmp_path / "state"  # the same state directory, as for every hub of one user
+    with demo(tmp_path, "a", state) as a, demo(tmp_path, "b", state) as b:
+        assert a.owner_url != b.owner_url
+        for hub in (a, b):
+            assert (state / f"owner-url-{hub.port}").read_text().strip() == hub.owner_url
+            printed = run(tmp_path, "url", "--port", str(hub.port))
+            assert printed.returncode == 0, printed.stderr
+            assert printed.stdout == hub.owner_url + "\n"
+        both = run(tmp_path, "url")
+        assert both.returncode == 2
+        ports = sorted((a.port, b.port))
+        assert both.stderr == f"acp-hub: hubs run on ports {ports[0]}, {ports[1]}: pass --port\n"
+        assert b.stop() == 0
+        only = run(tmp_path, "url")
+        assert only.returncode == 0, only.stderr
+        assert only.stdout == a.owner_url + "\n"
+        assert a.stop() == 0
+    none = run(tmp_path, "url")
+    assert none.returncode == 1
+    (line,) = none.stderr.splitlines()
+    assert line.startswith(f"acp-hub: no running hub left an owner URL in {state} "), line
+    gone = run(tmp_path, "url", "--port", str(a.port))
+    assert gone.returncode == 1
+    assert f"no hub on port {a.port}" in gone.stderr

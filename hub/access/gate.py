@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hub.access import owner_url
 from hub.access.audit import AuditSink, JsonlAuditLog, NullAudit
 from hub.access.carriers import carried_tokens, offered_subprotocols
 from hub.access.hosts import (
@@ -30,7 +31,7 @@ from hub.access.hosts import (
     same_origin,
 )
 from hub.access.issuers import parse_issuers
-from hub.access.keys import load_hub_key, state_dir, write_private
+from hub.access.keys import load_hub_key, state_dir
 from hub.access.links import FileLinkStore, LinkStore, MemoryLinkStore, ShareLink, refusal_of
 from hub.access.principal import Principal, Refusal
 from hub.access.tokens import TokenAuthority
@@ -236,11 +237,10 @@ class Gate:
             agents=None,
         )
 
-    def write_owner_url(self, url: str) -> Path:
-        """Write the owner URL to ``owner-url`` in the state directory (0600)."""
-        path = self.state_dir / "owner-url"
-        write_private(path, (url + "\n").encode())
-        return path
+    def write_owner_url(self, url: str, port: int) -> Path:
+        """Write the owner URL to this hub's file in the state directory (``owner-url-PORT``,
+        0600; ``hub.access.owner_url``); its path."""
+        return owner_url.write(self.state_dir, port, url)
 
     def create_link(
         self,
