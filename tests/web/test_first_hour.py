@@ -1,5 +1,7 @@
 """What a person trying the hub for the first time meets in the browser: the demo agent's
-plan and diff read cleanly after several turns."""
+plan and diff read cleanly after several turns; a new tab of the owner's is the owner too (it
+takes the token another tab of the hub's origin holds, which no other origin and no embedded
+frame gets), and a page without a credential on a loopback hub says where the owner URL is."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.support import ROOT
-from tests.web.harness import Hub, send_prompt, start_session, wait_idle
+from tests.web.harness import Embedding, Hub, send_prompt, start_session, wait_idle
 
 NewPage = Callable[..., Any]
 
@@ -39,3 +41,38 @@ def test_the_demo_plan_is_the_last_turns_and_a_diff_names_its_file_once(
     assert edit.locator(".diff-path").inner_text() == path
     assert edit.locator(".dl-add").count() == 3
     assert edit.locator(".dl-del").count() == 2
+
+
+def test_a_new_tab_takes_the_token_of_an_open_tab_of_the_same_origin_only(
+    hub: Hub, embedding: Embedding, new_page: NewPage
+) -> None:
+    owner = new_page(token=None)  # a browser that only ever opened the owner URL
+    owner.goto(hub.owner_url)
+    session = start_session(owner, hub.url)
+    assert "#token=" not in owner.url
+    # A second tab of the same browser, opened on the session's address without a token.
+    tab = owner.context.new_page()
+    tab.goto(f"{hub.url}/s/{session}")
+    tab.wait_for_selector("[data-connection=ready]")
+    assert tab.locator(".identity").get_attribute("data-role") == "owner"
+    # The dashboard in a third tab too.
+    board = owner.context.new_page()
+    board.goto(f"{hub.url}/")
+    board.locator(".identity[data-role=owner]").wait_for()
+    # A page of another origin embedding the session, in the same browser: its frame (the
+    # hub's origin, but inside another site's page) gets no token and is refused.
+    host = owner.context.new_page()
+    host.goto(embedding.allowed.page(hub.url, session))
+    frame = host.frame_locator("acp-session iframe")
+    frame.locator(".access-refused").wait_for()
+    # Another browser, with no tab holding a token: refused, with the way back for the person
+    # running this (loopback) hub.
+    stranger = new_page(token=None)
+    stranger.goto(f"{hub.url}/s/{session}")
+    refused = stranger.locator(".access-refused")
+    refused.wait_for()
+    hint = refused.locator(".access-hint").inner_text()
+    assert "owner URL" in hint
+    assert "acp-hub url" in hint
+    assert "owner-url" in hint
+    assert "Ask the person who shared" not in hint

@@ -18,7 +18,7 @@ import { connectionText, optionClass } from './blocks.js';
 import { button, el, errorText, labelize, token } from './dom.js';
 import { identityBadge, renderRefusal } from './access.js';
 import { RpcConnection, hubMeta, hubSocketUrl } from './rpc.js';
-import { pageToken, refusal } from './token.js';
+import { pageToken, refusal, sharedToken } from './token.js';
 import { initializeParams } from './session-app.js';
 import { roleAtLeast } from './view.js';
 
@@ -460,6 +460,8 @@ function notifyWaiting(card, pending) {
 // ---------------------------------------------------------------------------------------------
 // The connection
 
+// A tab opened without a token takes the one another tab of this origin has (token.js).
+await sharedToken();
 rpc = new RpcConnection(hubSocketUrl(), {
   async handshake(conn) {
     const init = await conn.request('initialize', initializeParams(query));
