@@ -379,7 +379,12 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--origin", action="append", default=[], help="an embedding origin")
     t.add_argument("--expires", default="1h", help="lifetime: 90s, 30m, 2h, 7d (default 1h)")
     t.add_argument("--sub", default=None, help="the principal (default: a new random one)")
-    t.add_argument("--name", default=None, help="the name others see")
+    t.add_argument(
+        "--name",
+        default=None,
+        help="the name others see in presence and the transcript (default: --sub, else "
+        '"ROLE token")',
+    )
     t.add_argument("--url", default=None, help="print a link on this hub base URL instead")
     url_help = "print the owner URL of a hub running here again"
     u = sub.add_parser("url", help=url_help, description=_sentence(url_help))
@@ -522,7 +527,8 @@ def mint(args: argparse.Namespace) -> int:
     sub = args.sub or f"token:{os.urandom(4).hex()}"
     token = gate.authority.mint(
         sub=sub,
-        name=args.name or sub,
+        # What others see of its holder: --name, else --sub, else what it is.
+        name=args.name or args.sub or f"{args.role} token",
         role=args.role,
         ttl=ttl,
         sessions=args.session or None,

@@ -6,6 +6,9 @@ Each test runs the installed console script in a process, as a user runs it.
 
 from __future__ import annotations
 
+import base64
+import getpass
+import json
 import os
 import re
 import signal
@@ -17,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -206,6 +210,29 @@ def demo(tmp_path: Path, name: str, state: Path) -> Iterator[Started]:
         process.stdout.close()
 
 
+def _claims(token: str) -> dict[str, Any]:
+    """A JWT's claims, unverified (the hub's own tests check signatures)."""
+    payload = token.split(".")[1]
+    return dict(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
+
+
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        ((), "viewer token"),
+        (("--role", "driver"), "driver token"),
+        (("--sub", "ci-bot"), "ci-bot"),
+        (("--name", "Alice", "--sub", "alice"), "Alice"),
+    ],
+)
+def test_a_minted_token_carries_a_name_for_people(
+    tmp_path: Path, args: tuple[str, ...], name: str
+) -> None:
+    done = run(tmp_path, "token", *args)
+    assert done.returncode == 0, done.stderr
+    assert _claims(done.stdout.strip())["name"] == name
+
+
 def test_the_demo_prints_one_banner(tmp_path: Path) -> None:
     state = tmp_path / "state"
     with demo(tmp_path, "hub", state) as hub:
@@ -223,6 +250,8 @@ def test_the_demo_prints_one_banner(tmp_path: Path) -> None:
         ]
         assert stat.S_IMODE(file.stat().st_mode) == 0o600
         assert file.read_text() == url + "\n"
+        # The owner is named after the user who started the hub.
+        assert _claims(url.split("#token=", 1)[1])["name"] == getpass.getuser()
         assert hub.stop() == 0
         # uvicorn's start and stop announcements are debug lines; nothing else was logged.
         assert hub.stderr.read_text() == ""

@@ -14,6 +14,7 @@ With ``auth = "none"`` (loopback only, enforced by the settings) every client is
 
 from __future__ import annotations
 
+import getpass
 import os
 import secrets
 import time
@@ -48,6 +49,16 @@ class Admission:
     principal: Principal
     subprotocol: str | None
     source: str | None
+
+
+def owner_name() -> str:
+    """The owner URL's display name: the login name of the user running the hub (the person
+    who opens it), else ``owner``."""
+    try:
+        name = getpass.getuser()
+    except (OSError, KeyError):
+        return OWNER_SUB
+    return name if name and name.isprintable() else OWNER_SUB
 
 
 class Gate:
@@ -230,7 +241,7 @@ class Gate:
             raise RuntimeError("auth is off")
         return self.authority.mint(
             sub=OWNER_SUB,
-            name=OWNER_SUB,
+            name=owner_name(),
             role="owner",
             ttl=self.settings.owner_token_ttl,
             sessions=None,

@@ -5,8 +5,11 @@ frame gets), and a page without a credential on a loopback hub says where the ow
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import Callable
 from typing import Any
+
+from playwright.sync_api import expect
 
 from tests.support import ROOT
 from tests.web.harness import Embedding, Hub, send_prompt, start_session, wait_idle
@@ -55,10 +58,17 @@ def test_a_new_tab_takes_the_token_of_an_open_tab_of_the_same_origin_only(
     tab.goto(f"{hub.url}/s/{session}")
     tab.wait_for_selector("[data-connection=ready]")
     assert tab.locator(".identity").get_attribute("data-role") == "owner"
-    # The dashboard in a third tab too.
+    # The dashboard in a third tab too; it names the two tabs' person once, by the owner
+    # URL's name (the login name of whoever started the hub), not by the web client's.
     board = owner.context.new_page()
     board.goto(f"{hub.url}/")
     board.locator(".identity[data-role=owner]").wait_for()
+    assert board.locator(".identity-name").inner_text() == getpass.getuser()
+    watchers = board.locator(f"[data-session-id='{session}'] .card-watchers")
+    expect(watchers).to_have_text(f"2 watching: {getpass.getuser()} (2)")
+    presence = tab.locator(".presence-name")
+    expect(presence).to_have_count(2)
+    assert "acp-hub web" not in tab.locator(".panel-people").inner_text()
     # A page of another origin embedding the session, in the same browser: its frame (the
     # hub's origin, but inside another site's page) gets no token and is refused.
     host = owner.context.new_page()

@@ -73,7 +73,9 @@ export function identityBadge(meta) {
   const badge = el('span', 'identity');
   badge.dataset.role = role;
   badge.title = `Signed in as ${String(meta.principal ?? who)}`;
-  badge.append(el('span', 'identity-name', who), el('span', 'identity-role', role));
+  badge.append(el('span', 'identity-name', who));
+  // The role beside the name, unless the name says it already ("owner").
+  if (who !== role) badge.append(el('span', 'identity-role', role));
   return badge;
 }
 
