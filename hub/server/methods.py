@@ -144,8 +144,10 @@ async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
     name = hub_meta.get("name")
     if not isinstance(name, str) or not name:
         name = conn.access.name
+    program = info.get("name") if isinstance(info, dict) else None
+    program = program if isinstance(program, str) else ""
     if not isinstance(name, str) or not name:
-        name = info.get("name") if isinstance(info, dict) else None
+        name = program
     requested = hub_meta.get("role")
     role = conn.granted_role
     if isinstance(requested, str):
@@ -156,6 +158,7 @@ async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
         role=role,
         hub_events=version >= 2 or hub_meta.get("events") is True,
         batches=version >= 2 and hub_meta.get("batches") is True,
+        program=program,
     )
     supervisor = conn.registry.supervisor
     agents = [{"name": n, "default": n == supervisor.default_name} for n in supervisor.names()]

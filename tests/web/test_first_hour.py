@@ -69,6 +69,8 @@ def test_a_new_tab_takes_the_token_of_an_open_tab_of_the_same_origin_only(
     presence = tab.locator(".presence-name")
     expect(presence).to_have_count(2)
     assert "acp-hub web" not in tab.locator(".panel-people").inner_text()
+    # The client program only as a detail.
+    assert tab.locator(".presence-client").first.get_attribute("title") == "using acp-hub web"
     # A page of another origin embedding the session, in the same browser: its frame (the
     # hub's origin, but inside another site's page) gets no token and is refused.
     host = owner.context.new_page()
