@@ -1,4 +1,5 @@
-"""The ``acp-hub`` command line: ``serve``, ``demo``, ``token``, ``agent-login`` and ``bridge``.
+"""The ``acp-hub`` command line: ``serve``, ``demo``, ``token``, ``url``, ``agent-login`` and
+``bridge``.
 
 ``acp-hub serve [--host 127.0.0.1] [--port 8765] [--config FILE] [--store URL]
 [--agent NAME=COMMAND ...]`` runs the hub with the agents of the config file and the command
@@ -10,7 +11,11 @@ cleanly: clients are closed with 1001, agents are stopped (stdin closed, SIGTERM
 their process groups), the store writes what it holds.
 
 Unless ``auth = "none"``, they then print ``acp-hub: owner URL: URL``, a link carrying an owner
-token in its fragment, also written to ``owner-url`` (0600) in the state directory.
+token in its fragment, also written to this hub's ``owner-url-PORT`` (0600) in the state
+directory (``hub.access.owner_url``; removed at a clean shutdown), then where that file is and
+how to stop: one banner. ``acp-hub url [--port PORT]`` prints a running hub's owner URL again.
+A port outside 0-65535 or in use, like every other configuration error, is one line on
+standard error and exit status 2 (``docs/configuration.md`` lists the exit codes).
 
 ``acp-hub token --role viewer --session ID --expires 2h`` mints a token with the hub's key
 without a running hub and prints it (with ``--url BASE``: a link to the session).
