@@ -13,6 +13,11 @@ copied here):
   ``jsonc`` exchanges, ``→`` sent, ``←`` received) runs against a real hub with the token the
   README's own ``acp-hub token`` command mints, and each ``←`` line matches what the hub
   answers (``…`` matches anything; objects may carry more members).
+- ``python``: docs/security.md's backend runs and the hub, configured with the issuer block
+  beside it, accepts its token; docs/agents.md's API sketch compiles and names only what an
+  agent has. ``nginx``: the real nginx accepts the block (``nginx -t``). ``yaml``: parses.
+  Not run: the ``html`` snippets (the widget and the iframe run in tests/web/test_embedding.py)
+  and the ``dockerfile`` one (needs a Docker daemon).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import tomllib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -33,13 +39,16 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+import yaml
 from websockets.asyncio.client import connect
 
+from hub.access.gate import Gate
+from hub.agents.agent import Agent
 from hub.agents.spec import load_config
 from hub.settings import Settings
 from tests.credentials import hub_env
 from tests.server.harness import SCRIPTED, AcpClient
-from tests.support import ROOT
+from tests.support import ROOT, missing
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```[ \t]*$", re.M | re.S)
@@ -434,3 +443,73 @@ def _filled(text: str, found: dict[str, Any], project: Path) -> str:
         text = re.sub(r"\d+…", str(found["epoch"]), text)
         text = re.sub(r'"seq":\d+', f'"seq":{found["seq"]}', text)
     return text
+
+
+# -- the other snippets ----------------------------------------------------------------------------
+
+
+def _one(lang: str, doc: str, starts: str = "") -> Block:
+    (block,) = [b for b in blocks(lang) if b.path.name == doc and b.text.startswith(starts)]
+    return block
+
+
+@pytest.mark.anyio
+async def test_the_backend_minting_example_mints_tokens_the_documented_issuer_accepts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/security.md's Python backend, run, and its token checked by a hub configured with
+    the issuer block beside it."""
+    secret = "a secret of the application's, 32 bytes or more"
+    monkeypatch.setenv("APP_ACP_SECRET", secret)  # where the backend and the hub read it
+    namespace: dict[str, Any] = {}
+    exec(compile(_one("python", "security.md").text, "security.md", "exec"), namespace)
+    token = namespace["embed_token"]("u-1", "Erin", "s-5f2a")
+    config = tmp_path / "acp-hub.toml"
+    config.write_text(f"{_one('toml', 'security.md').text}\n[agents.a]\ncommand = 'true'\n")
+    settings = Settings().merged(
+        {**load_config(config).hub, "state_dir": str(tmp_path / "state"), "audit_log": "off"}
+    )
+    gate = Gate.from_settings(settings)
+    principal = await gate.verify(token)
+    # The principal, named by the issuer (no issuer can claim another's users).
+    assert (principal.sub, principal.name, principal.role) == ("app:u-1", "Erin", "viewer")
+    assert principal.sessions == frozenset({"s-5f2a"})
+
+
+def test_the_agent_api_example_names_what_the_api_has() -> None:
+    """docs/agents.md's sketch of the supervisor's API compiles (inside a coroutine, as it is
+    meant), and every method and attribute it calls on an agent exists."""
+    text = _one("python", "agents.md").text
+    compile("async def example():\n" + textwrap.indent(text, "    "), "agents.md", "exec")
+    used = set(re.findall(r"\bagent\.(\w+)", text))
+    assert used, text
+    assert used - set(dir(Agent)) == set()
+    assert "load_config" in text
+    assert "Supervisor(" in text
+
+
+def test_the_nginx_example_is_a_config_nginx_accepts(tmp_path: Path) -> None:
+    nginx = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
+    if nginx is None:
+        missing("nginx is not installed (Debian: apt-get install nginx-light)")
+        return
+    block = _one("nginx", "deployment.md")
+    (tmp_path / "nginx.conf").write_text(
+        f"pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\nevents {{}}\n"
+        f"http {{ access_log off; server {{ listen 127.0.0.1:1;\n{block.text}\n}} }}\n"
+    )
+    done = subprocess.run(
+        [nginx, "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_prometheus_example_is_yaml_naming_the_metrics_endpoint() -> None:
+    scrape = yaml.safe_load(_one("yaml", "deployment.md").text)
+    (job,) = scrape["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    assert job["authorization"]["type"] == "Bearer"
