@@ -513,3 +513,12 @@ def test_the_prometheus_example_is_yaml_naming_the_metrics_endpoint() -> None:
     (job,) = scrape["scrape_configs"]
     assert job["metrics_path"] == "/metrics"
     assert job["authorization"]["type"] == "Bearer"
+
+
+def test_the_docs_name_the_current_claude_adapter() -> None:
+    """``@zed-industries/claude-code-acp`` was renamed: the docs name the current package."""
+    for path in [*DOCS, ROOT / "deploy" / "Dockerfile"]:
+        text = path.read_text()
+        assert "claude-code-acp" not in text, path
+    readme = (ROOT / "README.md").read_text()
+    assert "@agentclientprotocol/claude-agent-acp" in readme
