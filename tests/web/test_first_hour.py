@@ -15,6 +15,14 @@ from tests.support import ROOT
 from tests.web.harness import Embedding, Hub, send_prompt, start_session, wait_idle
 
 NewPage = Callable[..., Any]
+ASK = """() => new Promise((resolve) => {
+    const channel = new BroadcastChannel('acp-hub.token');
+    channel.onmessage = (event) => resolve(event.data);
+    channel.postMessage({ type: 'ask' });
+    setTimeout(() => resolve(null), 1000);
+})"""
+"""A page's own script asking the tabs of its origin for a token (the UI's request); what it
+hears within a second (an answer comes within milliseconds)."""
 
 
 def _turn(page: Any, text: str) -> None:
@@ -77,6 +85,13 @@ def test_a_new_tab_takes_the_token_of_an_open_tab_of_the_same_origin_only(
     host.goto(embedding.allowed.page(hub.url, session))
     frame = host.frame_locator("acp-session iframe")
     frame.locator(".access-refused").wait_for()
+    # The other origin's own script asking on the same channel name hears nothing: the
+    # channel is the origin's (a bounded wait: an answer would come within milliseconds).
+    assert host.evaluate(ASK) is None
+    # The same script in a document of the hub's origin is answered (the control).
+    same = owner.context.new_page()
+    same.goto(f"{hub.url}/static/app.css")
+    assert same.evaluate(ASK)["type"] == "token"
     # Another browser, with no tab holding a token: refused, with the way back for the person
     # running this (loopback) hub.
     stranger = new_page(token=None)
