@@ -4,24 +4,27 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8765
+# setuptools says at every editable install that it is one (ten lines on standard error).
+QUIET_PIP := PYTHONWARNINGS="ignore:Editable installation"
 
 .PHONY: demo serve test lint typecheck unit peers bench bench-quick matrix screenshots clean
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "make: setting up $(VENV) (once)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[fast]'
-	touch $@
+	@$(QUIET_PIP) $(BIN)/python -m pip install --quiet -e '.[fast]'
+	@touch $@
 
 $(VENV)/.installed-test: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $@
+	@$(QUIET_PIP) $(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $@
 
 ## make demo: set up and run the hub with the built-in demo agent (no Redis, no API key)
 demo: $(VENV)/.installed
-	$(BIN)/acp-hub demo --host $(HOST) --port $(PORT)
+	@$(BIN)/acp-hub demo --host $(HOST) --port $(PORT)
 
 ## make serve: run the hub with the agents of ACP_HUB_CONFIG (or acp-hub.toml)
 serve: $(VENV)/.installed

@@ -1,4 +1,5 @@
-"""The ``acp-hub`` command line: ``serve``, ``demo``, ``token``, ``agent-login`` and ``bridge``.
+"""The ``acp-hub`` command line: ``serve``, ``demo``, ``token``, ``url``, ``agent-login`` and
+``bridge``.
 
 ``acp-hub serve [--host 127.0.0.1] [--port 8765] [--config FILE] [--store URL]
 [--agent NAME=COMMAND ...]`` runs the hub with the agents of the config file and the command
@@ -10,7 +11,11 @@ cleanly: clients are closed with 1001, agents are stopped (stdin closed, SIGTERM
 their process groups), the store writes what it holds.
 
 Unless ``auth = "none"``, they then print ``acp-hub: owner URL: URL``, a link carrying an owner
-token in its fragment, also written to ``owner-url`` (0600) in the state directory.
+token in its fragment, also written to this hub's ``owner-url-PORT`` (0600) in the state
+directory (``hub.access.owner_url``; removed at a clean shutdown), then where that file is and
+how to stop: one banner. ``acp-hub url [--port PORT]`` prints a running hub's owner URL again.
+A port outside 0-65535 or in use, like every other configuration error, is one line on
+standard error and exit status 2 (``docs/configuration.md`` lists the exit codes).
 
 ``acp-hub token --role viewer --session ID --expires 2h`` mints a token with the hub's key
 without a running hub and prints it (with ``--url BASE``: a link to the session).
@@ -28,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import gc
 import logging
 import os
@@ -38,13 +44,16 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 import anyio
 import uvicorn
 
 from hub import __version__
+from hub.access import owner_url
 from hub.access.gate import Gate
+from hub.access.keys import state_dir
 from hub.access.tokens import parse_duration
 from hub.agents.errors import AgentError
 from hub.agents.spec import AgentSpec, ConfigError, load_config, parse_agent_arg
@@ -53,10 +62,14 @@ from hub.server.app import GOING_AWAY, HubApp, create_app
 from hub.server.proxies import uvicorn_proxy_options
 from hub.server.wsprotocol import FairWebSocketProtocol
 from hub.sessions.workspace import resolve_roots
-from hub.settings import ROLES, Settings
+from hub.settings import MAX_PORT, ROLES, Settings
 from hub.store import StoreError, open_store, parse_store_url
 
 log = logging.getLogger("hub")
+
+WORKSPACE_ROOTS_ENV = "ACP_HUB_WORKSPACE_ROOTS"
+"""The workspace roots from the environment, separated by ``os.pathsep`` (``:``): they
+replace the config file's ``workspace_roots``; ``--workspace`` replaces both."""
 
 
 GC_THRESHOLDS = (700, 10, 100)
@@ -95,6 +108,7 @@ class _Server(uvicorn.Server):
         self.hub = hub
         self.banner = banner
         self.owner_url: str | None = None
+        self.owner_url_file: Path | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -107,26 +121,33 @@ class _Server(uvicorn.Server):
                 break
         shown = f"[{host}]" if ":" in str(host) else str(host)
         base = f"http://{shown}:{port}"
-        print(f"acp-hub: listening on {base}", flush=True)
-        page = f"{base}/"
+        lines = [f"listening on {base}"]
         gate = self.hub.gate
         if gate.enabled:
             page = f"{_public_base(self.hub.settings, base)}/#token={gate.mint_owner_token()}"
             self.owner_url = page
             try:
-                path = gate.write_owner_url(page)
+                self.owner_url_file = gate.write_owner_url(page, int(port))
             except OSError as exc:
                 log.warning("! cannot write the owner URL file: %s", exc.strerror or exc)
-                path = None
-            print(f"acp-hub: owner URL: {page}", flush=True)
-            if path is not None:
-                print(f"acp-hub: (also in {path}, readable by you only)", flush=True)
-        if self.banner:
-            print(self.banner.format(url=page), flush=True)
+            lines.append(f"owner URL: {page}")
+            lines.append(f"  open it in a browser to use the hub as its owner{self.banner}")
+            if self.owner_url_file is not None:
+                again = f"acp-hub url --port {port}"
+                lines.append(
+                    f"  it is also in {self.owner_url_file} (readable by you only); "
+                    f"`{again}` prints it again"
+                )
+        else:
+            lines.append(f"  open {base}/ in a browser{self.banner}")
+        lines.append("  stop with Ctrl+C (SIGINT) or SIGTERM")
+        print("\n".join(f"acp-hub: {line}" for line in lines), flush=True)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.hub.close_connections(GOING_AWAY, "the hub is shutting down")
         await super().shutdown(sockets)
+        if self.owner_url_file is not None and self.owner_url is not None:
+            owner_url.remove(self.owner_url_file, self.owner_url)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -148,6 +169,47 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
+class BindError(Exception):
+    """The hub cannot listen where it was told; the message is the one line to print."""
+
+
+def listen(host: str, port: int) -> list[socket.socket]:
+    """Bound sockets for ``host``:``port``, one per address the name resolves to, as asyncio's
+    ``create_server`` binds them (``SO_REUSEADDR``, IPv6 sockets IPv6 only); uvicorn listens on
+    them. ``BindError`` says why not: a port in use names the port and the option to change."""
+    try:
+        infos = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise BindError(f"cannot listen on {host!r}: {exc.strerror}") from None
+    sockets: list[socket.socket] = []
+    seen: set[tuple[int, Any]] = set()
+    try:
+        for family, kind, proto, _, address in infos:
+            if (family, address) in seen:
+                continue
+            seen.add((family, address))
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise BindError(
+                        f"port {port} is in use: pass --port (another port, or 0 for any free one)"
+                    ) from None
+                raise BindError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
 def _public_base(settings: Settings, base: str) -> str:
     """Where users reach the hub: ``public_url``, else the bound address, else (a wildcard
     bind) the first plain name of ``allowed_hosts``."""
@@ -161,18 +223,51 @@ def _public_base(settings: Settings, base: str) -> str:
     return base
 
 
+def _port(text: str) -> int:
+    """``--port``: a TCP port number (0: any free port)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_PORT}, not {port}")
+    return port
+
+
+def _sentence(text: str) -> str:
+    return text[0].upper() + text[1:] + "."
+
+
+LOG_LEVEL_HELP = "debug, info, warning or error (default: ACP_HUB_LOG, else info)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (``acp-hub serve: argument --port: ...``) and
+    exit status 2 instead of the whole usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="acp-hub", description="Share ACP agent sessions.")
+    parser = _Parser(prog="acp-hub", description="Share ACP agent sessions.")
     parser.add_argument("--version", action="version", version=f"acp-hub {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (
         ("serve", "run the hub with the configured agents"),
         ("demo", "run the hub with the built-in demo agent"),
     ):
-        p = sub.add_parser(name, help=help_text)
+        p = sub.add_parser(name, help=help_text, description=_sentence(help_text))
         p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
-        p.add_argument("--port", type=int, default=None, help="port (default 8765; 0: any)")
-        p.add_argument("--config", default=os.environ.get("ACP_HUB_CONFIG"), help="TOML file")
+        p.add_argument(
+            "--port", type=_port, default=None, help="port, 0-65535 (default 8765; 0: any free one)"
+        )
+        p.add_argument(
+            "--config",
+            default=os.environ.get("ACP_HUB_CONFIG"),
+            metavar="FILE",
+            help="the TOML config file (default: ACP_HUB_CONFIG)",
+        )
         p.add_argument(
             "--agent",
             action="append",
@@ -185,8 +280,9 @@ def _parser() -> argparse.ArgumentParser:
             action="append",
             default=[],
             metavar="DIR",
-            help="a directory sessions may work in (repeatable; replaces workspace_roots of the "
-            "config file; demo: the current directory by default)",
+            help="a directory sessions may work in (repeatable; replaces "
+            "ACP_HUB_WORKSPACE_ROOTS, ':'-separated, and workspace_roots of the config file; "
+            "demo: the current directory by default)",
         )
         p.add_argument(
             "--store",
@@ -194,7 +290,12 @@ def _parser() -> argparse.ArgumentParser:
             help="memory (default), sqlite:///PATH or redis://HOST:PORT/DB "
             "(default: ACP_HUB_STORE, else the config file's)",
         )
-        p.add_argument("--log-level", default=os.environ.get("ACP_HUB_LOG", "info"))
+        p.add_argument(
+            "--log-level",
+            default=os.environ.get("ACP_HUB_LOG", "info"),
+            metavar="LEVEL",
+            help=LOG_LEVEL_HELP,
+        )
         p.add_argument(
             "--log-format",
             default=os.environ.get("ACP_HUB_LOG_FORMAT", "text"),
@@ -225,17 +326,57 @@ def _parser() -> argparse.ArgumentParser:
             help='"none" turns credentials off (loopback addresses only)',
         )
         if name == "demo":
-            p.add_argument("--protocol", default="auto", choices=["auto", "1", "2"])
-    a = sub.add_parser("agent-login", help="run an agent's terminal login on this host")
+            p.add_argument(
+                "--protocol",
+                default="auto",
+                choices=["auto", "1", "2"],
+                help="the ACP version the demo agent speaks: auto (offers 2, accepts 1, the "
+                "default), 1 or 2",
+            )
+    login_help = "run an agent's terminal login on this host"
+    a = sub.add_parser("agent-login", help=login_help, description=_sentence(login_help))
     a.add_argument("name", help="the agent, as defined in the config file or by --agent")
-    a.add_argument("--config", default=os.environ.get("ACP_HUB_CONFIG"), help="TOML file")
-    a.add_argument("--agent", action="append", default=[], metavar="NAME=COMMAND")
+    a.add_argument(
+        "--config",
+        default=os.environ.get("ACP_HUB_CONFIG"),
+        metavar="FILE",
+        help="the TOML config file (default: ACP_HUB_CONFIG)",
+    )
+    a.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND",
+        help="define an agent, as serve --agent does (repeatable; default: only the config file's)",
+    )
     a.add_argument("--method", default=None, help="the terminal method's id (if several)")
-    a.add_argument("--log-level", default=os.environ.get("ACP_HUB_LOG", "warning"))
-    a.add_argument("--log-format", default="text", choices=logs.FORMATS)
-    t = sub.add_parser("token", help="mint a token with the hub's key (no running hub needed)")
-    t.add_argument("--config", default=os.environ.get("ACP_HUB_CONFIG"), help="TOML file")
-    t.add_argument("--role", default="viewer", choices=list(ROLES))
+    a.add_argument(
+        "--log-level",
+        default=os.environ.get("ACP_HUB_LOG", "warning"),
+        metavar="LEVEL",
+        help="debug, info, warning or error (default: ACP_HUB_LOG, else warning)",
+    )
+    a.add_argument(
+        "--log-format",
+        default="text",
+        choices=logs.FORMATS,
+        help="text (the default) or json",
+    )
+    token_help = "mint a token with the hub's key (no hub needs to run)"
+    t = sub.add_parser("token", help=token_help, description=_sentence(token_help))
+    t.add_argument(
+        "--config",
+        default=os.environ.get("ACP_HUB_CONFIG"),
+        metavar="FILE",
+        help="the TOML config file (default: ACP_HUB_CONFIG)",
+    )
+    t.add_argument(
+        "--role",
+        default="viewer",
+        choices=list(ROLES),
+        help="viewer, approver, driver or owner: the most the token may do (default viewer; "
+        "session/new needs owner)",
+    )
     t.add_argument(
         "--session",
         action="append",
@@ -253,9 +394,29 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--origin", action="append", default=[], help="an embedding origin")
     t.add_argument("--expires", default="1h", help="lifetime: 90s, 30m, 2h, 7d (default 1h)")
     t.add_argument("--sub", default=None, help="the principal (default: a new random one)")
-    t.add_argument("--name", default=None, help="the name others see")
+    t.add_argument(
+        "--name",
+        default=None,
+        help="the name others see in presence and the transcript (default: --sub, else "
+        '"ROLE token")',
+    )
     t.add_argument("--url", default=None, help="print a link on this hub base URL instead")
-    b = sub.add_parser("bridge", help="a stdio ACP agent for editors, relaying to a hub")
+    url_help = "print the owner URL of a hub running here again"
+    u = sub.add_parser("url", help=url_help, description=_sentence(url_help))
+    u.add_argument(
+        "--config",
+        default=os.environ.get("ACP_HUB_CONFIG"),
+        metavar="FILE",
+        help="the hub's TOML config file, for its state_dir (default: ACP_HUB_CONFIG)",
+    )
+    u.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help="the port the hub listens on (default: the only hub running)",
+    )
+    bridge_help = "a stdio ACP agent for editors, relaying to a hub"
+    b = sub.add_parser("bridge", help=bridge_help, description=_sentence(bridge_help))
     b.add_argument("url", help="the hub's WebSocket endpoint, e.g. ws://127.0.0.1:8765/acp")
     b.add_argument(
         "--token",
@@ -271,7 +432,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long to keep trying a lost hub before failing requests (default 60)",
     )
-    b.add_argument("--log-level", default=os.environ.get("ACP_HUB_LOG", "info"))
+    b.add_argument(
+        "--log-level",
+        default=os.environ.get("ACP_HUB_LOG", "info"),
+        metavar="LEVEL",
+        help=LOG_LEVEL_HELP,
+    )
     b.add_argument(
         "--log-format",
         default=os.environ.get("ACP_HUB_LOG_FORMAT", "text"),
@@ -312,8 +478,11 @@ def build(args: argparse.Namespace) -> tuple[Settings, dict[str, AgentSpec], str
         overrides["host"] = args.host
     if args.port is not None:
         overrides["port"] = args.port
+    roots_env = [d for d in os.environ.get(WORKSPACE_ROOTS_ENV, "").split(os.pathsep) if d]
     if args.workspace:
         overrides["workspace_roots"] = tuple(os.path.abspath(d) for d in args.workspace)
+    elif roots_env:
+        overrides["workspace_roots"] = tuple(roots_env)
     elif args.command == "demo" and not settings.workspace_roots:
         overrides["workspace_roots"] = (os.getcwd(),)
     if getattr(args, "auth", None) is not None:
@@ -378,7 +547,8 @@ def mint(args: argparse.Namespace) -> int:
     sub = args.sub or f"token:{os.urandom(4).hex()}"
     token = gate.authority.mint(
         sub=sub,
-        name=args.name or sub,
+        # What others see of its holder: --name, else --sub, else what it is.
+        name=args.name or args.sub or f"{args.role} token",
         role=args.role,
         ttl=ttl,
         sessions=args.session or None,
@@ -394,11 +564,54 @@ def mint(args: argparse.Namespace) -> int:
     return 0
 
 
+def print_owner_url(args: argparse.Namespace) -> int:
+    """``acp-hub url``: print the owner URL a running hub wrote in its state directory."""
+    settings = Settings()
+    if args.config:
+        try:
+            settings = settings.merged(dict(load_config(args.config).hub))
+        except (ConfigError, ValueError) as exc:
+            print(f"acp-hub: {exc}", file=sys.stderr)
+            return 2
+    state = state_dir(settings)
+    found = owner_url.find(state)
+    if args.port is not None:
+        path = found.get(args.port)
+        if path is None:
+            print(
+                f"acp-hub: no hub on port {args.port} left an owner URL in {state} "
+                "(is it running, with this state directory?)",
+                file=sys.stderr,
+            )
+            return 1
+    elif len(found) == 1:
+        (path,) = found.values()
+    elif not found:
+        print(
+            f"acp-hub: no running hub left an owner URL in {state} (is one running, with this "
+            'state directory? with auth = "none" there is none)',
+            file=sys.stderr,
+        )
+        return 1
+    else:
+        ports = ", ".join(map(str, found))
+        print(f"acp-hub: hubs run on ports {ports}: pass --port", file=sys.stderr)
+        return 2
+    try:
+        print(path.read_text().strip())
+    except OSError as exc:
+        print(f"acp-hub: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``acp-hub`` console script."""
     args = _parser().parse_args(argv)
     if args.command == "token":
         return mint(args)
+    if args.command == "url":
+        return print_owner_url(args)
     if args.log_format not in logs.FORMATS:  # from ACP_HUB_LOG_FORMAT: argparse did not check
         print(f"acp-hub: --log-format must be one of {', '.join(logs.FORMATS)}", file=sys.stderr)
         return 2
@@ -426,8 +639,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not settings.workspace_roots:
         # Agents run commands in their session's cwd: serve never lets clients pick any path.
         print(
-            "acp-hub: no workspace roots: set [hub] workspace_roots in the config file or use "
-            "--workspace DIR (the directories sessions may work in)",
+            "acp-hub: no workspace roots: set [hub] workspace_roots in the config file, "
+            "ACP_HUB_WORKSPACE_ROOTS or use --workspace DIR (the directories sessions may "
+            "work in)",
             file=sys.stderr,
         )
         return 2
@@ -460,12 +674,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         lifespan="on",
         timeout_graceful_shutdown=5,
     )
-    banner = ""
-    if args.command == "demo":
-        banner = "acp-hub: open {url} in a browser; the demo agent is ready to prompt"
+    banner = "; the demo agent is ready to prompt" if args.command == "demo" else ""
+    try:
+        sockets = listen(settings.host, settings.port)
+    except BindError as exc:
+        print(f"acp-hub: {exc}", file=sys.stderr)
+        return 2
     server = _Server(config, hub, banner)
     tune_gc()
-    server.run()
+    try:
+        server.run(sockets=sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
     return 0
 
 

@@ -34,6 +34,7 @@ MCP_POLICIES: tuple[McpPolicy, ...] = ("none", "owner", "any")
 AUTH_MODES: tuple[AuthMode, ...] = ("token", "none")
 
 MIB = 1024 * 1024
+MAX_PORT = 65535
 METRICS_TOKEN_MIN = 16
 """The shortest ``metrics_token`` accepted: a guessable token protects nothing."""
 
@@ -239,6 +240,8 @@ class Settings:
         """Raise ``ValueError`` for settings that cannot work together."""
         if self.auth not in AUTH_MODES:
             raise ValueError(f"auth must be one of {AUTH_MODES}")
+        if not 0 <= self.port <= MAX_PORT:
+            raise ValueError(f"port must be between 0 and {MAX_PORT} (0: any free port)")
         if self.auth == "none" and not is_loopback(self.host):
             raise ValueError(
                 f'auth = "none" is only allowed on a loopback address, not on {self.host!r}'
@@ -388,6 +391,10 @@ def parse_store_url(text: str) -> StoreUrl:
         return StoreUrl("sqlite", path, options)
     if text.startswith(("redis://", "rediss://")):
         parts = urlsplit(text)
+        try:
+            parts.port  # noqa: B018 - a port that is not a number raises here
+        except ValueError:
+            parts = urlsplit("redis://")
         if not parts.hostname:
             raise ValueError("store: a redis store is redis://HOST:PORT/DB")
         return StoreUrl("redis", text)

@@ -14,6 +14,7 @@ With ``auth = "none"`` (loopback only, enforced by the settings) every client is
 
 from __future__ import annotations
 
+import getpass
 import os
 import secrets
 import time
@@ -21,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hub.access import owner_url
 from hub.access.audit import AuditSink, JsonlAuditLog, NullAudit
 from hub.access.carriers import carried_tokens, offered_subprotocols
 from hub.access.hosts import (
@@ -30,7 +32,7 @@ from hub.access.hosts import (
     same_origin,
 )
 from hub.access.issuers import parse_issuers
-from hub.access.keys import load_hub_key, state_dir, write_private
+from hub.access.keys import load_hub_key, state_dir
 from hub.access.links import (
     FileLinkStore,
     LinkStore,
@@ -55,6 +57,16 @@ class Admission:
     principal: Principal
     subprotocol: str | None
     source: str | None
+
+
+def owner_name() -> str:
+    """The owner URL's display name: the login name of the user running the hub (the person
+    who opens it), else ``owner``."""
+    try:
+        name = getpass.getuser()
+    except (OSError, KeyError):
+        return OWNER_SUB
+    return name if name and name.isprintable() else OWNER_SUB
 
 
 class Gate:
@@ -256,18 +268,17 @@ class Gate:
             raise RuntimeError("auth is off")
         return self.authority.mint(
             sub=OWNER_SUB,
-            name=OWNER_SUB,
+            name=owner_name(),
             role="owner",
             ttl=self.settings.owner_token_ttl,
             sessions=None,
             agents=None,
         )
 
-    def write_owner_url(self, url: str) -> Path:
-        """Write the owner URL to ``owner-url`` in the state directory (0600)."""
-        path = self.state_dir / "owner-url"
-        write_private(path, (url + "\n").encode())
-        return path
+    def write_owner_url(self, url: str, port: int) -> Path:
+        """Write the owner URL to this hub's file in the state directory (``owner-url-PORT``,
+        0600; ``hub.access.owner_url``); its path."""
+        return owner_url.write(self.state_dir, port, url)
 
     def create_link(
         self,

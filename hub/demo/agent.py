@@ -161,6 +161,8 @@ class DemoSession:
     turn: DemoTurnState | None = None
     tokens: int = 0
     counter: int = 0
+    plan_id: str = ""
+    """The session's one plan: each turn's plan replaces the previous turn's."""
 
     def new_id(self, prefix: str) -> str:
         """A fresh id for a message, tool call, terminal or plan, unique in this session."""
@@ -656,7 +658,9 @@ class DemoTurn:
             "Apply the change (needs your permission)",
             "Summarise",
         ]
-        plan_id = self.session.new_id("plan")
+        if not self.session.plan_id:
+            self.session.plan_id = self.session.new_id("plan")
+        plan_id = self.session.plan_id  # a new turn's plan replaces the last one
         self.plan(plan_id, 0, steps)
         self.pause(0.3)
 

@@ -168,6 +168,7 @@ class ClientConnection:
         self._granted_role = role
         self._role = role
         self._name = "client"
+        self._program = ""
         self._version = 0
         self._hub_events = False
         self._batches = False
@@ -199,6 +200,12 @@ class ClientConnection:
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def program(self) -> str:
+        """The client program's own name (``initialize``'s ``info``/``clientInfo``), a detail
+        beside ``name``, the person's; empty when it gave none."""
+        return self._program
 
     @property
     def role(self) -> Role:
@@ -242,12 +249,20 @@ class ClientConnection:
         self._outbox.push(jsonrpc.notification(method, params))
 
     def identify(
-        self, *, version: int, name: str, role: Role, hub_events: bool, batches: bool
+        self,
+        *,
+        version: int,
+        name: str,
+        role: Role,
+        hub_events: bool,
+        batches: bool,
+        program: str = "",
     ) -> None:
         """``initialize`` succeeded: fix what the sessions read once per attachment
         (``role`` is capped at ``granted_role``) and accept every other method."""
         self._version = version
         self._name = name
+        self._program = program
         self._role = arbiter.capped(role, self._granted_role)
         self._hub_events = hub_events
         self._batches = batches

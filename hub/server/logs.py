@@ -33,6 +33,7 @@ __all__ = [
     "JsonFormatter",
     "Redact",
     "TextFormatter",
+    "UvicornLines",
     "client_context",
     "configure",
     "handler",
@@ -193,3 +194,33 @@ def configure(level: str, fmt: LogFormat = "text", stream: TextIO | None = None)
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler(fmt, stream))
+    server_log = logging.getLogger("uvicorn.error")
+    for old_filter in list(server_log.filters):
+        if isinstance(old_filter, UvicornLines):
+            server_log.removeFilter(old_filter)
+    server_log.addFilter(UvicornLines())
+
+
+class UvicornLines(logging.Filter):
+    """uvicorn's own lines under the name ``uvicorn`` (it logs everything of its own, errors or
+    not, as ``uvicorn.error``), and its start and stop announcements (``Started server
+    process``, ``Application startup complete``, ...) at debug: the hub's banner says that
+    much on standard output. Its warnings and errors keep their level."""
+
+    CHATTER = (
+        "Started server process",
+        "Finished server process",
+        "Waiting for application startup",
+        "Application startup complete",
+        "Waiting for application shutdown",
+        "Application shutdown complete",
+        "Shutting down",
+        "Uvicorn running on",
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.name = "uvicorn"
+        if record.levelno == logging.INFO and str(record.msg).startswith(self.CHATTER):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger().isEnabledFor(logging.DEBUG)
+        return True

@@ -142,9 +142,15 @@ async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
     info = params.get("info") if version >= 2 else params.get("clientInfo")
     if not isinstance(info, dict):
         info = params.get("clientInfo") or params.get("info")
+    # The name others see: the one this connection asks for, else the credential's display
+    # name (the token's ``name``, a link's label), else the client program's.
     name = hub_meta.get("name")
-    if not isinstance(name, str) and isinstance(info, dict) and isinstance(info.get("name"), str):
-        name = info["name"]
+    if not isinstance(name, str) or not name:
+        name = conn.access.name
+    program = info.get("name") if isinstance(info, dict) else None
+    program = program if isinstance(program, str) else ""
+    if not isinstance(name, str) or not name:
+        name = program
     requested = hub_meta.get("role")
     role = conn.granted_role
     if isinstance(requested, str):
@@ -155,6 +161,7 @@ async def _initialize(conn: ClientConnection, params: dict[str, Any]) -> Result:
         role=role,
         hub_events=version >= 2 or hub_meta.get("events") is True,
         batches=version >= 2 and hub_meta.get("batches") is True,
+        program=program,
     )
     supervisor = conn.registry.supervisor
     agents = [{"name": n, "default": n == supervisor.default_name} for n in supervisor.names()]

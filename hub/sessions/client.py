@@ -55,6 +55,12 @@ class ClientHandle(Protocol):
     def name(self) -> str: ...
 
     @property
+    def program(self) -> str:
+        """The client program's own name (its ``initialize`` info), shown only as a detail
+        beside ``name``; empty when unknown."""
+        ...
+
+    @property
     def principal(self) -> str:
         """Who the client is, from its credential (``hub.access``), never self-declared:
         presence, prompts, permission answers and the audit trail name it."""

@@ -79,6 +79,7 @@ class Presence:
                 "clientId": a.client_id,
                 "name": a.client.name,
                 "principal": a.client.principal,
+                "program": a.client.program,
                 "role": a.role,
                 "since": a.since,
                 "protocolVersion": a.client.version,

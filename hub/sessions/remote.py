@@ -43,6 +43,7 @@ class RemoteClient:
     role: Role
     version: int
     principal: str = "unknown"
+    program: str = ""
     hub_events: bool = True
     batches: bool = False
     outbox: _Sink = field(default_factory=_Sink)

@@ -95,7 +95,9 @@
       const max = Number(this.getAttribute('max-height')) || 640;
       const height = Math.max(120, Math.min(max, Math.ceil(data.height)));
       this.frame.style.height = `${height}px`;
-      this.dispatchEvent(new CustomEvent('acp-session:resize', { detail: { height } }));
+      this.dispatchEvent(
+        new CustomEvent('acp-session:resize', { detail: { height }, bubbles: true, composed: true }),
+      );
     }
   }
 

@@ -58,9 +58,10 @@ async def test_a_whole_turn_through_the_bridge_is_what_a_websocket_observer_sees
     ):
         init = await initialize(run.conn)
         assert init.protocol_version == 1
-        # The hub sees the editor's name and none of the fs/terminal capabilities it offered.
+        # The hub names the editor's user after the credential (not the editor program) and
+        # sees none of the fs/terminal capabilities it offered.
         hub_meta = (init.field_meta or {})["acp-hub"]
-        assert hub_meta["name"] == "sdk-editor"
+        assert hub_meta["name"] == "test-owner"
         session = await run.conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         session_id = session.session_id
         assert session_id in hub.app.registry.sessions  # type: ignore[union-attr]
@@ -91,7 +92,7 @@ async def test_a_whole_turn_through_the_bridge_is_what_a_websocket_observer_sees
             assert "".join(editor.texts()) == "".join(_texts(observer))
             assert "hello from the hub" in "".join(editor.texts())
         # The hub never saw the editor's fs/terminal capabilities (the bridge cannot honour them).
-        conns = [c for c in hub.app.connections if c.name == "sdk-editor"]
+        conns = [c for c in hub.app.connections if c.program == "sdk-editor"]
         assert len(conns) == 1
 
 

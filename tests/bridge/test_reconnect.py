@@ -30,7 +30,7 @@ def anyio_backend() -> str:
 
 
 def editors_connections(listener: Listener) -> list[ClientConnection]:
-    return [c for c in listener.hub.connections if c.name == "sdk-editor"]
+    return [c for c in listener.hub.connections if c.program == "sdk-editor"]
 
 
 async def wait_attached(

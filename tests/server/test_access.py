@@ -287,6 +287,10 @@ async def test_tokens_never_appear_in_the_log(tmp_path: Path) -> None:
         assert owner_url is not None
         tokens.append(owner_url.group(1).split("#token=", 1)[1])
         port = int(re.search(r"listening on http://127\.0\.0\.1:(\d+)", text).group(1))  # type: ignore[union-attr]
+        # The hub's own owner URL file (one per port), readable by its user only.
+        owner_file = tmp_path / "state" / f"owner-url-{port}"
+        assert stat.S_IMODE(owner_file.stat().st_mode) == 0o600
+        assert owner_file.read_text().strip() == owner_url.group(1)
         base = f"ws://127.0.0.1:{port}/acp"
         import httpx
 
@@ -318,6 +322,4 @@ async def test_tokens_never_appear_in_the_log(tmp_path: Path) -> None:
     for value in tokens:
         assert value not in log
     assert "eyJ" not in log
-    owner_file = tmp_path / "state" / "owner-url"
-    assert stat.S_IMODE(owner_file.stat().st_mode) == 0o600
-    assert owner_file.read_text().strip() == owner_url.group(1)
+    assert not owner_file.exists()  # removed at the clean shutdown

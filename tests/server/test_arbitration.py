@@ -859,7 +859,8 @@ async def test_presence_lists_clients_and_records_joins_and_leaves() -> None:
                 assert clients[client_id(bob)]["name"] == "bob"
                 assert clients[client_id(bob)]["role"] == "approver"
                 assert clients[client_id(bob)]["protocolVersion"] == 1
-                assert clients[client_id(watcher)]["name"] == "test-client"  # its info name
+                assert clients[client_id(watcher)]["name"] == "test-owner"  # its credential's name
+                assert clients[client_id(watcher)]["program"] == "test-client"  # a detail
                 assert clients[client_id(watcher)]["role"] == "viewer"
                 assert all(c["since"].endswith("Z") for c in clients.values())
                 # Joins close together may share one (coalesced) presence event.

@@ -360,3 +360,27 @@ async def test_serve_without_workspace_roots_exits_2(tmp_path: Path) -> None:
     )
     assert code == 2
     assert "is not a directory" in stderr
+
+
+async def test_serve_takes_workspace_roots_from_the_environment(tmp_path: Path) -> None:
+    """``ACP_HUB_WORKSPACE_ROOTS`` (``:``-separated) replaces the config file's roots: a root
+    that does not exist is named, as one from the config file would be."""
+    roots = f"{tmp_path}{os.pathsep}{tmp_path / 'missing'}"
+    env = {**_env(tmp_path), "ACP_HUB_WORKSPACE_ROOTS": roots}
+    with anyio.fail_after(START_TIMEOUT):
+        done = await anyio.run_process(
+            [str(ACP_HUB), "serve", "--agent", "a=true"], env=env, cwd=tmp_path, check=False
+        )
+    assert done.returncode == 2
+    (line,) = done.stderr.decode().strip().splitlines()
+    assert line == f"acp-hub: workspace root {str(tmp_path / 'missing')!r} is not a directory"
+
+
+async def test_serve_reports_a_store_url_with_a_bad_port(tmp_path: Path) -> None:
+    code, stdout, stderr = await run_cli(
+        tmp_path, "serve", "--agent", "a=true", "--store", "redis://redis:6379:6379/0"
+    )
+    assert code == 2
+    assert stdout == ""
+    (line,) = stderr.strip().splitlines()
+    assert line == "acp-hub: store: a redis store is redis://HOST:PORT/DB"

@@ -58,7 +58,7 @@ async def test_a_watcher_sees_every_session_live_without_attaching() -> None:
         assert card["cwd"] == "/tmp"
         assert card["pendingPermissions"] == []
         assert card["turnStartedAt"] is None
-        assert [c["name"] for c in card["clients"]] == ["test-client"]
+        assert [c["name"] for c in card["clients"]] == ["test-owner"]  # the credential's name
 
         # A second session on the other agent appears; a turn streams into the first.
         second = await driver.new_session("other")

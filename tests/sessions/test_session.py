@@ -79,6 +79,7 @@ class Client:
     version: int = 2
     name: str = ""
     principal: str = "someone"
+    program: str = ""
     hub_events: bool = True
     batches: bool = False
     outbox: ListSink = field(default_factory=ListSink)

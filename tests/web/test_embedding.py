@@ -39,6 +39,12 @@ def test_widget_on_an_allowed_origin_shows_the_session_and_sizes_itself(
 ) -> None:
     session = _finished_session(hub, new_page)
     host = new_page(viewport={"width": 900, "height": 800})
+    # A listener on the document hears the element's resize events: they bubble (and leave
+    # a shadow root, composed).
+    host.add_init_script(
+        "document.addEventListener('acp-session:resize', (event) => {"
+        " window.resized = event.detail.height; });"
+    )
     host.goto(embedding.allowed.page(hub.url, session))
     frame = host.frame_locator("acp-session iframe")
     frame.locator("[data-connection=ready]").wait_for()
@@ -50,6 +56,7 @@ def test_widget_on_an_allowed_origin_shows_the_session_and_sizes_itself(
     # the element's max-height.
     host.wait_for_function(f"({FRAME_HEIGHT})() > 240")
     assert host.evaluate(FRAME_HEIGHT) <= 560
+    host.wait_for_function(f"window.resized === ({FRAME_HEIGHT})()")
     screenshot(host, "widget.png")
 
 

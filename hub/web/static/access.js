@@ -34,10 +34,33 @@ export function renderRefusal(root, refusal) {
   card.append(
     el('h1', 'access-title', TITLES[refusal.error] ?? 'Not allowed'),
     el('p', 'access-message', refusal.message),
-    el('p', 'access-hint', 'Ask the person who shared this session for a new link.'),
   );
+  if (onLoopback(location.hostname)) {
+    // The hub runs on this machine: the person looking is most likely the one who started
+    // it, locked out of their own hub (a typed address, a new browser).
+    const hint = el('p', 'access-hint');
+    hint.append(
+      'If you started this hub: open the owner URL it printed (',
+      el('code', '', 'acp-hub: owner URL: …'),
+      '). It is also in the owner-url file its banner names, and ',
+      el('code', '', 'acp-hub url'),
+      ' prints it again. Otherwise, ask the person who runs it for a link.',
+    );
+    card.append(hint);
+  } else {
+    card.append(el('p', 'access-hint', 'Ask the person who shared this session for a new link.'));
+  }
   root.dataset.access = refusal.error;
   root.replaceChildren(card);
+}
+
+/**
+ * Whether `hostname` (as `location.hostname` gives it) is a loopback address: the page was
+ * opened on the machine that runs the hub.
+ * @param {string} hostname
+ */
+export function onLoopback(hostname) {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127(\.\d{1,3}){3}$/.test(hostname);
 }
 
 /**
@@ -51,7 +74,9 @@ export function identityBadge(meta) {
   const badge = el('span', 'identity');
   badge.dataset.role = role;
   badge.title = `Signed in as ${String(meta.principal ?? who)}`;
-  badge.append(el('span', 'identity-name', who), el('span', 'identity-role', role));
+  badge.append(el('span', 'identity-name', who));
+  // The role beside the name, unless the name says it already ("owner").
+  if (who !== role) badge.append(el('span', 'identity-role', role));
   return badge;
 }
 

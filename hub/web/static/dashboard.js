@@ -20,7 +20,7 @@ import { identityBadge, renderRefusal } from './access.js';
 import { plainText } from './markdown.js';
 import { RpcConnection, hubMeta, hubSocketUrl } from './rpc.js';
 import { guard, optionButtons, requestNodes } from './request.js';
-import { pageToken, refusal } from './token.js';
+import { pageToken, refusal, sharedToken } from './token.js';
 import { initializeParams } from './session-app.js';
 import { roleAtLeast } from './view.js';
 
@@ -319,9 +319,15 @@ function drawCard(node, card) {
   const facts = el('p', 'card-facts');
   const clients = Array.isArray(card.clients) ? card.clients : [];
   facts.append(el('span', 'card-agent', String(card.agent ?? '')));
-  // Who watches, by name (the first few; the rest counted).
-  const names = clients.slice(0, 3).map((c) => String(c?.name ?? c?.clientId));
-  const more = clients.length > names.length ? ` and ${clients.length - names.length} more` : '';
+  // Who watches, by name (the first few; the rest counted); one person's several tabs once.
+  /** @type {Map<string, number>} */
+  const tabs = new Map();
+  for (const c of clients) {
+    const name = String(c?.name ?? c?.clientId);
+    tabs.set(name, (tabs.get(name) ?? 0) + 1);
+  }
+  const names = [...tabs].slice(0, 3).map(([name, count]) => (count > 1 ? `${name} (${count})` : name));
+  const more = tabs.size > names.length ? ` and ${tabs.size - names.length} more` : '';
   const watchers = el('span', 'card-watchers', `${clients.length} watching${names.length ? `: ${names.join(', ')}${more}` : ''}`);
   facts.append(watchers);
   const turn = el('span', 'card-turn');
@@ -467,6 +473,8 @@ function notifyWaiting(card, pending) {
 // ---------------------------------------------------------------------------------------------
 // The connection
 
+// A tab opened without a token takes the one another tab of this origin has (token.js).
+await sharedToken();
 rpc = new RpcConnection(hubSocketUrl(), {
   async handshake(conn) {
     const init = await conn.request('initialize', initializeParams(query));

@@ -5,8 +5,9 @@
  * `changes` is authoritative for which files changed and how; the optional git patch gives the
  * lines. The patch is split per file (`diff --git` headers) and each part is shown under the
  * change whose path it names; a change without patch text (binary files, or no patch at all)
- * is still listed, with a note. Lines are classified by their first character only and set
- * with textContent.
+ * is still listed, with a note. The path shows once, in the file's header: the patch's own
+ * file header lines are left out (`bodyLines`). Lines are classified by their first character
+ * only and set with textContent.
  */
 
 import { el } from './dom.js';
@@ -52,6 +53,19 @@ function samePath(absolute, patchPath) {
   const a = absolute.replace(/^\/+/, '');
   const b = patchPath.replace(/^\/+/, '');
   return a === b || a.endsWith(`/${b}`) || b.endsWith(`/${a}`);
+}
+
+/**
+ * A section's lines without the file headers that only restate its path (`diff --git`,
+ * `index`, `---`, `+++` before the first hunk): the section's header shows the path once.
+ * @param {string[]} lines
+ * @returns {string[]}
+ */
+export function bodyLines(lines) {
+  const first = lines.findIndex((line) => line.startsWith('@@'));
+  if (first < 0) return lines;
+  const head = lines.slice(0, first).filter((line) => !/^(diff --git |index |--- |\+\+\+ )/.test(line));
+  return [...head, ...lines.slice(first)];
 }
 
 /**
@@ -153,7 +167,7 @@ export function renderDiff(diff) {
     const matching = sections.filter((section, index) => !used.has(index) && section.paths.some((p) => candidates.some((c) => samePath(c, p))));
     for (const section of matching) {
       used.add(sections.indexOf(section));
-      file.append(renderLines(section.lines));
+      file.append(renderLines(bodyLines(section.lines)));
     }
     if (!matching.length) {
       const note = change?.fileType === 'binary' ? 'binary file: no textual diff' : 'no patch text for this change';
@@ -166,7 +180,7 @@ export function renderDiff(diff) {
     const file = el('section', 'diff-file');
     const header = el('header', 'diff-file-header');
     header.append(el('span', 'diff-op', 'patch'), el('span', 'diff-path', section.paths[section.paths.length - 1] ?? ''));
-    file.append(header, renderLines(section.lines));
+    file.append(header, renderLines(bodyLines(section.lines)));
     root.append(file);
   });
   if (diff?.patch && !patchText) {

@@ -362,6 +362,8 @@ export class SidePanels {
       const item = el('li', 'presence-client');
       const you = client?.clientId && client.clientId === this.viewer.clientId() ? ' (you)' : '';
       item.append(el('span', 'presence-name', `${String(client?.name ?? client?.clientId ?? '?')}${you}`), el('span', 'presence-role', String(client?.role ?? '')));
+      // The client program (an editor, this page) is a detail, on hover.
+      if (typeof client?.program === 'string' && client.program) item.title = `using ${client.program}`;
       list.append(item);
     }
     const { count, viewers } = this.model.presenceCounts;

@@ -297,9 +297,17 @@ export class Transcript {
       el('span', `tool-status status-${token(status)}`, labelize(status)),
     );
     const parts = [header];
-    if (Array.isArray(tool.locations) && tool.locations.length) {
+    // A location a diff of the content shows already (in its file header) is not repeated.
+    const diffed = new Set();
+    for (const item of Array.isArray(tool.content) ? tool.content : []) {
+      if (item?.type !== 'diff') continue;
+      if (typeof item.path === 'string') diffed.add(item.path);
+      for (const change of Array.isArray(item.changes) ? item.changes : []) diffed.add(String(change?.path ?? ''));
+    }
+    const locations = Array.isArray(tool.locations) ? tool.locations.filter((l) => !diffed.has(String(l?.path ?? ''))) : [];
+    if (locations.length) {
       const list = el('ul', 'tool-locations');
-      for (const location of tool.locations) {
+      for (const location of locations) {
         // Each path on its own, isolated: one path's characters cannot reorder another.
         const item = el('li', '');
         const path = el('bdi', 'verbatim', String(location?.path ?? ''));
