@@ -170,7 +170,7 @@ async def _upstreams(access_log: Path, count: int) -> list[str]:
         while True:
             lines = [
                 line.split()[0]
-                for line in access_log.read_text(errors="replace").splitlines()
+                for line in (await anyio.Path(access_log).read_text(errors="replace")).splitlines()
                 if " /acp" in line
             ]
             if len(lines) >= count:
