@@ -131,6 +131,9 @@ class Settings:
     """Under the ``consensus`` permission policy, how many distinct principals must allow."""
     permission_timeout: float = 600.0
     """A permission request nobody answers within this many seconds resolves ``cancelled``."""
+    answer_grace: float = 120.0
+    """How long a permission request or an elicitation waits, once every client that may answer
+    it has disconnected, for one to come back (``0``: it is cancelled at once)."""
     lease_timeout: float = 300.0
     """A prompt lease expires after this many seconds without activity from its holder."""
     max_queued_prompts: int = 32
@@ -256,6 +259,7 @@ class Settings:
             "max_sessions_per_principal",
             "idle_session_timeout",
             "agent_response_timeout",
+            "answer_grace",
             "max_connections",
             "max_connections_per_address",
             "max_connections_per_principal",
