@@ -123,7 +123,7 @@ async def test_a_refusal_by_those_present_still_ends_it_at_once() -> None:
 
 
 async def test_the_turn_ending_during_the_grace_cancels_it() -> None:
-    async with hub_session(answer_grace=60) as (session, agent, tg):
+    async with hub_session(answer_grace=60) as (session, _, tg):
         driver, viewer = Client("c-d", role="driver"), Client("c-v", role="viewer")
         join(session, driver)
         join(session, viewer)
