@@ -388,6 +388,7 @@ class Cluster:
         return {
             "id": client.client_id,
             "name": client.name,
+            "principal": client.principal,
             "role": session.role_of(client),
             "version": client.version,
             "hub_events": client.hub_events,
@@ -437,6 +438,7 @@ class Cluster:
             str(info.get("name")),
             role,
             int(info.get("version") or 2),
+            str(info.get("principal") or "unknown"),
             hub_events=bool(info.get("hub_events", True)),
             node=node,
             session_id=session.id,
