@@ -102,6 +102,10 @@ class Settings:
     """With several nodes on Redis: a node owns a session for this many seconds after it last
     renewed its ownership (every third of it); a node that dies is replaced after at most
     this long (and the next scan, ``node_lease / 3`` later)."""
+    owner_wait: float = 30.0
+    """With several nodes on Redis: how long a request for a session whose owner is gone
+    (prompt, cancel, config, policy, lease, close) waits for the node taking it over; then it
+    fails with ``-32051``."""
     node_url: str = ""
     """With several nodes on Redis: the address (``http://10.0.0.5:8765``) at which the other
     nodes reach this one to relay the Streamable HTTP requests of the connections it holds.
@@ -260,6 +264,7 @@ class Settings:
             "idle_session_timeout",
             "agent_response_timeout",
             "answer_grace",
+            "owner_wait",
             "max_connections",
             "max_connections_per_address",
             "max_connections_per_principal",
