@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +109,12 @@ class Cluster:
         self._asked: dict[str, tuple[ClientHandle, Any]] = {}
         """Follower side: requests the owner sent to a local client (its id there)."""
         self._served: dict[str, None] = {}
+        self._outgoing: dict[str, deque[tuple[dict[str, Any], Callable[[], None] | None, float]]]
+        self._outgoing = {}
+        """Messages for each node's inbox, in order, sent by one task per node."""
+        self._quiet_until = 0.0
+        """Until when other nodes' heartbeats are not judged (the store just came back: theirs
+        may have expired while it did not answer)."""
         """Owner side: the ids of the forwarded requests taken here (oldest first)."""
 
     # -- the tasks ---------------------------------------------------------------------------
@@ -123,6 +131,8 @@ class Cluster:
         while True:
             try:
                 lost = await self.store.renew(list(self.registry.sessions), lease)
+                if failing:
+                    self._quiet(beat(lease)[0])
                 for session_id in lost:
                     self._let_go(session_id)
                 await self._scan()
@@ -133,6 +143,7 @@ class Cluster:
                 if not failing:
                     log.warning("! cluster: renewing and scanning failed: %s", exc)
                 failing = True
+                self._quiet(beat(lease)[0])
             self.store.reads_failing = failing
             await anyio.sleep(lease / 3)
 
@@ -142,13 +153,22 @@ class Cluster:
         while True:
             try:
                 await self.store.heartbeat(ttl)
-                await self._claim_dead()
+                if failing:
+                    self._quiet(ttl)
+                if anyio.current_time() >= self._quiet_until:
+                    await self._claim_dead()
                 failing = False
             except Exception as exc:  # the store's and the redis client's errors alike
                 if not failing:
                     log.warning("! cluster: the heartbeat failed: %s", exc)
                 failing = True
+                self._quiet(ttl)
             await anyio.sleep(every)
+
+    def _quiet(self, ttl: float) -> None:
+        """The store failed or just came back: every node's heartbeat may have expired while
+        it did not answer, so none is judged for a whole TTL from now (they beat again)."""
+        self._quiet_until = max(self._quiet_until, anyio.current_time() + ttl)
 
     async def _claim_dead(self) -> None:
         """Claim at once the sessions of the owners whose heartbeat stopped; the clients of
@@ -194,10 +214,11 @@ class Cluster:
                 log.info("= %s: taken over by this node", record.session_id)
         # Clients of nodes that died are no longer attached here.
         nodes = sorted({proxy.node for proxy in self.proxies.values()})
-        alive = await self.store.alive(nodes)
-        for (session_id, _), proxy in list(self.proxies.items()):
-            if proxy.node not in alive:
-                self._leave(session_id, proxy.client_id, "its node is gone")
+        if nodes and anyio.current_time() >= self._quiet_until:
+            alive = await self.store.alive(nodes)
+            for (session_id, _), proxy in list(self.proxies.items()):
+                if proxy.node not in alive:
+                    self._leave(session_id, proxy.client_id, "its node is gone")
         # A mirrored session whose owner changed: tell the new owner about the clients here.
         for session_id, mirror in self.mirrors.items():
             owner = self.directory.get(session_id, (None, None))[1]
@@ -399,7 +420,7 @@ class Cluster:
                     log.info("= %s: forwarding %s failed, sending again: %s", mirror.id, op, exc)
                     await anyio.sleep(beat(self.registry.settings.node_lease)[1])
                     continue
-                if await self._answered(pending, owner, answer_wait, op):
+                if await self._answered(mirror.id, pending, owner, answer_wait, op):
                     break
                 log.info(
                     "= %s: the owner %s is gone; %s goes to the next one", mirror.id, owner, op
@@ -429,11 +450,12 @@ class Cluster:
             await anyio.sleep(min(every, left))
 
     async def _answered(
-        self, pending: _Pending, owner: str, answer_wait: float | None, op: str
+        self, session_id: str, pending: _Pending, owner: str, answer_wait: float | None, op: str
     ) -> bool:
         """Wait for the answer to a request sent to ``owner``: ``True`` once answered,
         ``False`` when ``owner`` died before taking it (send it to the next owner)."""
-        every = beat(self.registry.settings.node_lease)[1]
+        ttl, every = beat(self.registry.settings.node_lease)
+        silent_since: float | None = None
         try:
             with anyio.fail_after(answer_wait):
                 while not pending.done.is_set():
@@ -445,14 +467,21 @@ class Cluster:
                     if pending.done.is_set() or owner == self.store.node:
                         continue
                     try:
-                        gone = not await self.store.alive([owner])
+                        # Gone: another node took the session over, or its heartbeat has
+                        # been missing for a whole TTL (not one late beat after a stall).
+                        moved = await self.store.owner(session_id) != owner
+                        silent = not await self.store.alive([owner])
                     except Exception:  # the store does not answer: keep waiting
                         continue
-                    if gone and not pending.taken:
+                    now = anyio.current_time()
+                    silent_since = (silent_since or now) if silent else None
+                    gone = moved or (silent_since is not None and now - silent_since >= ttl)
+                    if not gone:
+                        continue
+                    if not pending.taken:
                         return False
-                    if gone:
-                        lost = f"The node owning the session was lost during {op}"
-                        raise SessionFailure(hub_error(NOT_OWNER, lost))
+                    lost = f"The node owning the session was lost during {op}"
+                    raise SessionFailure(hub_error(NOT_OWNER, lost))
         except TimeoutError:
             raise SessionFailure(
                 hub_error(NOT_OWNER, f"The node owning the session did not answer {op}")
@@ -544,14 +573,48 @@ class Cluster:
 
     # -- clients of other nodes --------------------------------------------------------------
 
-    def _send_later(self, node: str, message: dict[str, Any]) -> None:
-        async def send() -> None:
-            try:
-                await self.store.send(node, message)
-            except Exception as exc:
-                log.warning("! cluster: a message to node %s was not sent: %s", node, exc)
+    def _send_later(
+        self,
+        node: str,
+        message: dict[str, Any],
+        undelivered: Callable[[], None] | None = None,
+    ) -> None:
+        """Send ``message`` to ``node``'s inbox after those queued for it before (in order).
+        While the store does not answer it is tried again, for ``owner_wait`` seconds; then it
+        is dropped, logged, and ``undelivered`` is called (to refuse what it carried visibly)."""
+        queue = self._outgoing.get(node)
+        if queue is None:
+            queue = self._outgoing[node] = deque()
+            queue.append((message, undelivered, anyio.current_time()))
+            self.registry.spawn(lambda: self._send_queued(node), name="cluster send")
+        else:
+            queue.append((message, undelivered, anyio.current_time()))
 
-        self.registry.spawn(send, name="cluster send")
+    async def _send_queued(self, node: str) -> None:
+        queue = self._outgoing[node]
+        wait = self.registry.settings.owner_wait
+        every = beat(self.registry.settings.node_lease)[1]
+        failing = False
+        try:
+            while queue:
+                message, undelivered, queued = queue[0]
+                try:
+                    await self.store.send(node, message)
+                except Exception as exc:  # the store's and the redis client's errors alike
+                    if anyio.current_time() - queued < wait:
+                        if not failing:
+                            log.info("= cluster: node %s cannot be told yet: %s", node, exc)
+                        failing = True
+                        await anyio.sleep(every)
+                        continue
+                    log.warning(
+                        "! cluster: a message to node %s was not sent in %g s: %s", node, wait, exc
+                    )
+                    if undelivered is not None:
+                        undelivered()
+                queue.popleft()
+        finally:
+            self._outgoing.pop(node, None)
 
     def _client_info(self, session: Any, client: ClientHandle) -> dict[str, Any]:
         return {
@@ -674,11 +737,27 @@ class Cluster:
             return
 
         def on_reply(result: Any, error: RpcError | None) -> None:
-            self._asked.pop(rid, None)
+            asked = self._asked.pop(rid, None)
             answer: dict[str, Any] = {"re": rid, "result": result}
             if error is not None:
                 answer["error"] = error.to_dict()
-            self._send_later(owner, answer)
+
+            def undelivered() -> None:
+                # Never dropped in silence: the client learns its answer did not count.
+                if error is None and asked is not None:
+                    lost = hub_error(
+                        NOT_OWNER, "The answer could not reach the node owning the session"
+                    )
+                    client.notify(
+                        "_hub/answer_refused",
+                        {
+                            "sessionId": message.get("session"),
+                            "requestId": asked[1],
+                            "error": lost.to_dict(),
+                        },
+                    )
+
+            self._send_later(owner, answer, undelivered)
 
         self._asked[rid] = (client, client.request(method, params, on_reply))
 
