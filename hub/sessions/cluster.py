@@ -17,7 +17,7 @@ Four tasks run on every node while its registry runs:
   ``moved: true``) and reconnect to it through any node. The scan also keeps the directory that
   ``session/list`` shows for sessions owned elsewhere.
 * ``_beat``: says this node is alive (a heartbeat with a short TTL, ``beat``: a third of
-  ``node_lease``, at least 1.5 s, renewed three times as often), and looks at the heartbeats
+  ``node_lease``, at least 3 s, renewed three times as often), and looks at the heartbeats
   of the nodes owning sessions in the directory. A node whose heartbeat stopped (killed, its
   machine lost) has its sessions claimed at once (``SharedStore.claim_from``, a compare and
   set on the owner key), not after its lease runs out; the other surviving nodes race for
@@ -73,7 +73,7 @@ SERVED_KEPT = 10_000
 
 def beat(lease: float) -> tuple[float, float]:
     """The heartbeat's TTL and how often it is renewed, for ``node_lease`` ``lease``."""
-    ttl = max(1.5, lease / 3)
+    ttl = max(3.0, lease / 3)
     return ttl, ttl / 3
 
 

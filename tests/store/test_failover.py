@@ -30,6 +30,7 @@ from tests.store.test_cluster import (
     seen_up_to,
     seqs_contiguous,
     three_nodes,
+    turns_ended,
     watch,
 )
 
@@ -126,9 +127,7 @@ async def test_a_prompt_during_failover_runs_on_the_next_owner_without_an_error(
         assert "error" not in answer
         for watcher, before in zip(watchers, ended, strict=True):
             # The dead owner's turn ended (an idle without a stop reason), then the new one.
-            await watcher.wait_for(
-                lambda w=watcher, n=before: w.idle_count(session_id) >= n + 1, timeout=30
-            )
+            await turns_ended(watcher, session_id, before + 1)
         assert time.monotonic() - killed < 15.0
         for watcher in watchers:
             await agent_status(watcher, session_id, "restarted", within=1)

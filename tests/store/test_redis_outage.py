@@ -7,6 +7,7 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -18,6 +19,7 @@ from tests.store.hubproc import HubProcess, hub_process, scripted
 from tests.store.test_cluster import (
     chunks_seen,
     fold_upto,
+    seen_up_to,
     seqs_contiguous,
     turns_ended,
     updates_of,
@@ -112,6 +114,11 @@ def said(client: AcpClient, session_id: str) -> str:
     )
 
 
+def answered(client: AcpClient, session_id: str) -> bool:
+    """Whether the agent went on after the permission answer (``say after``)."""
+    return "after" in said(client, session_id)
+
+
 async def logged(node: HubProcess, text: str, within: float = 30.0) -> None:
     """Wait until the node's log holds ``text``."""
     with anyio.fail_after(within):
@@ -129,7 +136,9 @@ async def test_redis_stalled_under_three_nodes_loses_no_event_and_no_answer(
     cwd = tmp_path / "project"
     cwd.mkdir()
     agent = scripted()
-    hub = {"node_lease": 8.0}
+    # The stall lasts about 10 s (until a command and a send have timed out): the leases
+    # outlive it, so that no node takes a session over (that is another test's business).
+    hub = {"node_lease": 20.0}
     async with AsyncExitStack() as stack:
         a, b, c = [
             await stack.enter_async_context(
@@ -174,14 +183,14 @@ async def test_redis_stalled_under_three_nodes_loses_no_event_and_no_answer(
             redis_server.resume()
         for observer in observers:
             await turns_ended(observer, streaming, 1)
-            await observer.wait_for(lambda o=observer: "after" in said(o, asking), timeout=30)
+            await observer.wait_for(partial(answered, observer, asking), timeout=30)
             assert said(observer, asking) == "permission: selected allowafter"
         assert not [n for n in approver.notifications if n["method"] == "_hub/answer_refused"]
 
         for session_id in (streaming, asking):
             last = max(o.last_seq(session_id) for o in observers)
             for observer in observers:
-                await observer.wait_for(lambda o=observer, s=session_id, n=last: o.last_seq(s) >= n)
+                await seen_up_to(observer, session_id, last)
                 seqs_contiguous(observer, session_id)  # no gap, no duplicate
                 assert resets(observer, session_id) == 0
             assert fold_upto(observers[0], session_id, last) == fold_upto(
