@@ -123,3 +123,44 @@ async def test_the_grace_ending_with_nobody_back_cancels_the_request_visibly() -
 
 def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
+
+
+async def test_attaching_with_pending_only_gets_the_waiting_request_again() -> None:
+    async with running_hub([scripted_agent()], Settings(answer_grace=10)) as hub:
+        async with acp_client(hub.url) as first:
+            sid = await first.new_session()
+            await first.prompt(sid, TURN)
+            await first.wait_for(lambda: bool(permission_requests(first.requests)))
+            (offered,) = permission_requests(first.requests)
+        async with acp_client(hub.url) as back:
+            await back.call("session/attach", {"sessionId": sid, "historyPolicy": "pending_only"})
+            await back.wait_for(lambda: bool(permission_requests(back.requests)))
+            (again,) = permission_requests(back.requests)
+            assert again["params"]["subject"] == offered["params"]["subject"]
+            await back.answer(
+                again["id"], {"outcome": {"outcome": "selected", "optionId": "allow"}}
+            )
+            await back.wait_for(lambda: "after" in said(back.session_updates(sid)))
+            assert said(back.session_updates(sid)).endswith("permission: selected allowafter")
+
+
+async def test_an_elicitation_waits_for_its_user_to_reconnect() -> None:
+    async with running_hub([scripted_agent()], Settings(answer_grace=10)) as hub:
+        async with acp_client(hub.url) as first:
+            sid = await first.new_session()
+            await first.prompt(sid, "elicit\nsay after")
+            await first.wait_for(
+                lambda: any(r["method"] == "elicitation/create" for r in first.requests)
+            )
+            after = cursor(first, sid)
+        async with acp_client(hub.url) as back:
+            await back.call(
+                "session/resume", {"sessionId": sid, "cwd": "/tmp", "replayFrom": after}
+            )
+            await back.wait_for(
+                lambda: any(r["method"] == "elicitation/create" for r in back.requests)
+            )
+            (asked,) = [r for r in back.requests if r["method"] == "elicitation/create"]
+            await back.answer(asked["id"], {"action": "accept", "content": {"name": "Ada"}})
+            await back.wait_for(lambda: "after" in said(back.session_updates(sid)))
+            assert said(back.session_updates(sid)) == 'elicit: accept {"name": "Ada"}after'
