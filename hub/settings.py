@@ -110,6 +110,10 @@ class Settings:
     """With several nodes on Redis: a node owns a session for this many seconds after it last
     renewed its ownership (every third of it); a node that dies is replaced after at most
     this long (and the next scan, ``node_lease / 3`` later)."""
+    owner_wait: float = 30.0
+    """With several nodes on Redis: how long a request for a session whose owner is gone
+    (prompt, cancel, config, policy, lease, close) waits for the node taking it over; then it
+    fails with ``-32051``."""
     node_url: str = ""
     """With several nodes on Redis: the address (``http://10.0.0.5:8765``) at which the other
     nodes reach this one to relay the Streamable HTTP requests of the connections it holds.
@@ -139,6 +143,9 @@ class Settings:
     """Under the ``consensus`` permission policy, how many distinct principals must allow."""
     permission_timeout: float = 600.0
     """A permission request nobody answers within this many seconds resolves ``cancelled``."""
+    answer_grace: float = 120.0
+    """How long a permission request or an elicitation waits, once every client that may answer
+    it has disconnected, for one to come back (``0``: it is cancelled at once)."""
     lease_timeout: float = 300.0
     """A prompt lease expires after this many seconds without activity from its holder."""
     max_queued_prompts: int = 32
@@ -301,6 +308,8 @@ class Settings:
             "max_sessions_per_principal",
             "idle_session_timeout",
             "agent_response_timeout",
+            "answer_grace",
+            "owner_wait",
             "max_connections",
             "max_connections_per_address",
             "max_connections_per_principal",

@@ -20,8 +20,9 @@ outbox, and at a low rate that can take longer than the keepalive allows: its pi
 behind the data it has not read. The writer hands that timeout to the outbox
 (``FrameWriter.on_unanswered_ping``): a client that still has bytes to read is a slow consumer
 too (1013); one that has none did not answer at all (1011, keepalive ping timeout). Either way
-the close frame comes after everything already written to it, and the connection is aborted
-if it does not read that in ``transport.CLOSE_TIMEOUT`` seconds.
+the close frame comes after everything already written to it (never after frames still
+queued: those are dropped), and the connection is aborted if it stops reading that for
+``transport.CLOSE_TIMEOUT`` seconds (``transport.CLOSE_GRACE_ROUNDS``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,15 @@ frame synchronously unless its transport is paused (over its high-water mark).
   transport like any ASGI send.
 * ``close_now(code, reason)`` sends a close frame even when the transport is paused (a slow
   consumer must still learn *why* it was dropped once it reads again), then gives the peer
-  ``close_timeout`` seconds (``CLOSE_TIMEOUT``) before the connection is aborted.
+  ``close_timeout`` seconds (``CLOSE_TIMEOUT``) before the connection is aborted. Frames held
+  for the client and not written yet are dropped, not written before the close frame (the
+  client resumes them with its cursor): the close frame follows only what the kernel and the
+  transport's write buffer (bounded by its high-water mark) already hold. That can still be
+  megabytes (the kernel's send buffer grows to several on a fast link), which a client that
+  just woke up reads at its own pace: as long as it keeps reading (its unread bytes go down
+  from one ``close_timeout`` to the next), it gets another ``close_timeout``, up to
+  ``CLOSE_GRACE_ROUNDS`` in all; a client that reads nothing for ``close_timeout`` seconds is
+  aborted.
 * ``on_unanswered_ping(callback)`` takes over the server's keepalive timeout: the outbox, not
   the server, decides how a client that does not answer a ping is closed (a client that stopped
   reading is a slow consumer, 1013), and ``unread_bytes()`` tells how far behind it is.
@@ -52,7 +60,13 @@ log = logging.getLogger("hub.server")
 
 CLOSE_TIMEOUT = 10.0
 """Seconds a client closed by the hub gets to read what was already written to it (the close
-frame last) and to answer the close frame; then its connection is aborted."""
+frame last) and to answer the close frame; then its connection is aborted, unless it read
+some of it meanwhile (``CLOSE_GRACE_ROUNDS``)."""
+
+CLOSE_GRACE_ROUNDS = 6
+"""The most ``CLOSE_TIMEOUT`` periods a closed client that keeps reading its backlog is given
+(a minute): a reader that makes progress is not cut off in the middle of its close frame's
+backlog, and one that trickles cannot hold the connection for ever."""
 
 if sys.platform == "linux":
     import fcntl
@@ -116,6 +130,14 @@ def _release() -> None:
             if not transport.is_closing():
                 transport.write(data)
         held.clear()
+
+
+def _drop_held(transport: Any) -> None:
+    """Forget the held writes meant for ``transport`` (it is being closed: its client
+    resumes them with its cursor); the others stay held, in order."""
+    held = _held
+    if held and any(t is transport for t, _ in held):
+        held[:] = [(t, data) for t, data in held if t is not transport]
 
 
 def wire_frame(payload: bytes) -> bytes:
@@ -270,7 +292,9 @@ class AsgiFrameWriter:
         self._closed = True
         if getattr(proto, "close_sent", False) or proto.transport.is_closing():
             return True
-        _release()  # frames held for this client go before its close frame
+        # Frames held for this client are dropped, not written ahead of its close frame:
+        # behind a backlog the client may be slow to read, they would only delay it.
+        _drop_held(proto.transport)
         with contextlib.suppress(Exception):
             proto.conn.send_close(code, reason)
             proto.transport.write(b"".join(proto.conn.data_to_send()))
@@ -286,12 +310,30 @@ class AsgiFrameWriter:
         closing = getattr(proto, "closing", None)
         if callable(closing):
             closing()  # input already read is searched for the answer too (hub.server.wsprotocol)
-        # The client's answer closes the transport gracefully (uvicorn's ``handle_close``); a
-        # client that does not read its close frame in time is aborted.
-        loop = asyncio.get_running_loop()
+        # The client's answer closes the transport gracefully (uvicorn's ``handle_close``,
+        # which cancels ``close_timer``); a client that does not read its close frame in time
+        # is aborted (``_close_round``).
         if getattr(proto, "close_timer", None) is None:
-            proto.close_timer = loop.call_later(self._close_timeout, proto.transport.abort)
+            self._close_round(proto, self.unread_bytes(), 1)
         return True
+
+    def _close_round(self, proto: Any, unread: int, rounds: int) -> None:
+        """Arm the close timer for one ``close_timeout``: when it fires, a client that read
+        some of its backlog meanwhile (fewer unread bytes than ``unread``) gets another round,
+        up to ``CLOSE_GRACE_ROUNDS``; otherwise the connection is aborted."""
+
+        def fire() -> None:
+            transport = proto.transport
+            if transport.is_closing():
+                return
+            left = self.unread_bytes()
+            if left and left < unread and rounds < CLOSE_GRACE_ROUNDS:
+                self._close_round(proto, left, rounds + 1)
+                return
+            transport.abort()
+
+        loop = asyncio.get_running_loop()
+        proto.close_timer = loop.call_later(self._close_timeout, fire)
 
     def unread_bytes(self) -> int:
         proto = self._proto

@@ -7,7 +7,7 @@ Every session has one owner: the node that runs its agent, arbitrates it and wri
 every third of ``node_lease``; a node that stops renewing (killed, partitioned, its Redis
 calls failing for that long) loses it, and any other node may claim it.
 
-Three tasks run on every node while its registry runs:
+Four tasks run on every node while its registry runs:
 
 * ``_own``: renews the leases of the sessions this node owns, and scans the directory. A
   session nobody owns (its owner died; or it was stopped cleanly and released) is claimed and
@@ -16,6 +16,14 @@ Three tasks run on every node while its registry runs:
   lease this node lost is let go: its local clients are told (``_hub/session_closed`` with
   ``moved: true``) and reconnect to it through any node. The scan also keeps the directory that
   ``session/list`` shows for sessions owned elsewhere.
+* ``_beat``: says this node is alive (a heartbeat with a short TTL, ``beat``: a third of
+  ``node_lease``, at least 3 s, renewed three times as often), and looks at the heartbeats
+  of the nodes owning sessions in the directory. A node whose heartbeat stopped (killed, its
+  machine lost) has its sessions claimed at once (``SharedStore.claim_from``, a compare and
+  set on the owner key), not after its lease runs out; the other surviving nodes race for
+  them and one wins each. The log's writer field is the fencing token: the taker writes itself
+  there before it writes (``DurableStore``), so a node that was only stalled finds its writes
+  refused and its leases gone, and lets its sessions go.
 * ``_follow``: reads, with one blocking ``XREAD``, the streams of the sessions this node
   mirrors for its clients (``hub.sessions.mirror``) and hands each mirror its events.
 * ``_inbox``: reads this node's inbox: requests other nodes forwarded for sessions owned here
@@ -29,6 +37,8 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +65,18 @@ log = logging.getLogger("hub.sessions")
 FOLLOW_BLOCK = 0.5
 """Seconds one ``XREAD`` of the followed streams waits before the set is looked at again."""
 FORWARD_TIMEOUT = 30.0
-"""Seconds a forwarded request waits for the owner's answer (a v1 prompt waits for its turn)."""
+"""Seconds a forwarded request waits for the owner's answer once the owner has taken it (a v1
+prompt waits for its turn)."""
+SERVED_KEPT = 10_000
+"""Ids of forwarded requests an owner remembers having served (a resend is not run twice)."""
+
+
+def beat(lease: float) -> tuple[float, float]:
+    """The heartbeat's TTL and how often it is renewed, for ``node_lease`` ``lease``."""
+    ttl = max(3.0, lease / 3)
+    return ttl, ttl / 3
+
+
 RETRY = 0.5
 """Seconds before a failed read of the store is tried again."""
 
@@ -65,6 +86,9 @@ class _Pending:
     done: anyio.Event = field(default_factory=anyio.Event)
     result: Any = None
     error: RpcError | None = None
+    taken: bool = False
+    """The owner said it has the request (``ack``): from then on it is never sent again."""
+    wake: anyio.Event = field(default_factory=anyio.Event)
 
 
 class Cluster:
@@ -84,11 +108,20 @@ class Cluster:
         """Owner side: requests sent to clients of other nodes, waiting for the answer."""
         self._asked: dict[str, tuple[ClientHandle, Any]] = {}
         """Follower side: requests the owner sent to a local client (its id there)."""
+        self._served: dict[str, None] = {}
+        self._outgoing: dict[str, deque[tuple[dict[str, Any], Callable[[], None] | None, float]]]
+        self._outgoing = {}
+        """Messages for each node's inbox, in order, sent by one task per node."""
+        self._quiet_until = 0.0
+        """Until when other nodes' heartbeats are not judged (the store just came back: theirs
+        may have expired while it did not answer)."""
+        """Owner side: the ids of the forwarded requests taken here (oldest first)."""
 
     # -- the tasks ---------------------------------------------------------------------------
 
     def start(self) -> None:
         self.registry.spawn(self._own, name="cluster ownership")
+        self.registry.spawn(self._beat, name="cluster heartbeat")
         self.registry.spawn(self._follow, name="cluster follow")
         self.registry.spawn(self._inbox, name="cluster inbox")
 
@@ -97,8 +130,9 @@ class Cluster:
         failing = False
         while True:
             try:
-                await self.store.heartbeat(lease)
                 lost = await self.store.renew(list(self.registry.sessions), lease)
+                if failing:
+                    self._quiet(beat(lease)[0])
                 for session_id in lost:
                     self._let_go(session_id)
                 await self._scan()
@@ -109,8 +143,64 @@ class Cluster:
                 if not failing:
                     log.warning("! cluster: renewing and scanning failed: %s", exc)
                 failing = True
+                self._quiet(beat(lease)[0])
             self.store.reads_failing = failing
             await anyio.sleep(lease / 3)
+
+    async def _beat(self) -> None:
+        ttl, every = beat(self.registry.settings.node_lease)
+        failing = False
+        while True:
+            try:
+                await self.store.heartbeat(ttl)
+                if failing:
+                    self._quiet(ttl)
+                if anyio.current_time() >= self._quiet_until:
+                    await self._claim_dead()
+                failing = False
+            except Exception as exc:  # the store's and the redis client's errors alike
+                if not failing:
+                    log.warning("! cluster: the heartbeat failed: %s", exc)
+                failing = True
+                self._quiet(ttl)
+            await anyio.sleep(every)
+
+    def _quiet(self, ttl: float) -> None:
+        """The store failed or just came back: every node's heartbeat may have expired while
+        it did not answer, so none is judged for a whole TTL from now (they beat again)."""
+        self._quiet_until = max(self._quiet_until, anyio.current_time() + ttl)
+
+    async def _claim_dead(self) -> None:
+        """Claim at once the sessions of the owners whose heartbeat stopped; the clients of
+        those nodes are no longer attached here."""
+        me = self.store.node
+        owners = {owner for _, owner in self.directory.values() if owner and owner != me}
+        nodes = owners | {proxy.node for proxy in self.proxies.values()}
+        if not nodes:
+            return
+        alive = await self.store.alive(sorted(nodes))
+        dead = nodes - alive
+        if not dead:
+            return
+        for (session_id, _), proxy in list(self.proxies.items()):
+            if proxy.node in dead:
+                self._leave(session_id, proxy.client_id, "its node is gone")
+        lease = self.registry.settings.node_lease
+        for node in sorted(dead & owners):
+            theirs = [sid for sid, (_, owner) in self.directory.items() if owner == node]
+            taken = await self.store.claim_from(theirs, node, lease)
+            if not taken:
+                continue
+            log.warning(
+                "! cluster: node %s stopped its heartbeat: this node takes %d of its sessions",
+                node,
+                len(taken),
+            )
+            for session_id in taken:
+                record = self.directory[session_id][0]
+                self.directory[session_id] = (record, me)
+                if await self.registry.take(session_id, record.agent, record.creator):
+                    log.info("= %s: taken over by this node", session_id)
 
     async def _scan(self) -> None:
         records = await self.store.records()
@@ -124,10 +214,11 @@ class Cluster:
                 log.info("= %s: taken over by this node", record.session_id)
         # Clients of nodes that died are no longer attached here.
         nodes = sorted({proxy.node for proxy in self.proxies.values()})
-        alive = await self.store.alive(nodes)
-        for (session_id, _), proxy in list(self.proxies.items()):
-            if proxy.node not in alive:
-                self._leave(session_id, proxy.client_id, "its node is gone")
+        if nodes and anyio.current_time() >= self._quiet_until:
+            alive = await self.store.alive(nodes)
+            for (session_id, _), proxy in list(self.proxies.items()):
+                if proxy.node not in alive:
+                    self._leave(session_id, proxy.client_id, "its node is gone")
         # A mirrored session whose owner changed: tell the new owner about the clients here.
         for session_id, mirror in self.mirrors.items():
             owner = self.directory.get(session_id, (None, None))[1]
@@ -238,6 +329,12 @@ class Cluster:
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         op = message.get("op")
+        if "ack" in message:
+            taken = self._pending.get(str(message["ack"]))
+            if taken is not None:
+                taken.taken = True
+                taken.wake.set()
+            return
         if "re" in message:
             rid = str(message["re"])
             error = RpcError.from_dict(message["error"]) if "error" in message else None
@@ -250,6 +347,7 @@ class Cluster:
                 pending.result = message.get("result")
                 pending.error = error
                 pending.done.set()
+                pending.wake.set()
         elif op == "join":
             self._joined(message)
         elif op == "leave":
@@ -261,6 +359,16 @@ class Cluster:
         elif op in ("request", "withdraw", "notify"):
             self._for_local_client(message)
         else:
+            rid, origin = str(message.get("rid")), message.get("from")
+            if rid in self._served:
+                return  # sent again after a failed send: it runs once
+            self._served[rid] = None
+            if len(self._served) > SERVED_KEPT:
+                del self._served[next(iter(self._served))]
+            if isinstance(origin, str):
+                # Taken: from now on the sender waits for the answer, and never sends it to
+                # another node (it may be running here).
+                self._send_later(origin, {"ack": rid})
             self._serve_later(message)
 
     # -- forwarding --------------------------------------------------------------------------
@@ -268,14 +376,16 @@ class Cluster:
     async def forward(
         self, mirror: MirrorSession, op: str, client: ClientHandle, params: dict[str, Any]
     ) -> Any:
-        """Run ``op`` (``prompt``, ``cancel``) for ``client`` on ``mirror``'s owner."""
-        owner = await self.store.owner(mirror.id)
-        if owner is None:
-            raise SessionFailure(
-                hub_error(NOT_OWNER, "No node owns the session right now; try again shortly")
-            )
+        """Run ``op`` (``prompt``, ``cancel``, ...) for ``client`` on ``mirror``'s owner.
+
+        While the session has no live owner (its node died and nobody took it over yet, or the
+        store does not answer), the request waits for one, up to ``owner_wait`` seconds, and is
+        sent to it then. A request sent to an owner that dies before taking it (``ack``) is
+        sent to the next owner; one the owner took is never sent elsewhere (it may be running):
+        if that owner dies, it fails with ``-32051`` at once."""
+        wait = self.registry.settings.owner_wait
+        deadline = anyio.current_time() + wait
         rid = secrets.token_hex(8)
-        pending = self._pending[rid] = _Pending()
         message = {
             "op": op,
             "session": mirror.id,
@@ -291,20 +401,92 @@ class Cluster:
             "params": params,
         }
         # A v1 prompt is answered when its turn ends: it waits as long as the turn.
-        wait = None if op == "prompt" and client.version < 2 else FORWARD_TIMEOUT
+        answer_wait = None if op == "prompt" and client.version < 2 else FORWARD_TIMEOUT
+        pending = self._pending[rid] = _Pending()
         try:
-            await self.store.send(owner, message)
-            with anyio.fail_after(wait):
-                await pending.done.wait()
-        except TimeoutError:
-            raise SessionFailure(
-                hub_error(NOT_OWNER, f"The node owning the session did not answer {op}")
-            ) from None
+            while True:
+                owner = await self._live_owner(mirror.id, deadline)
+                if owner is None:
+                    raise SessionFailure(
+                        hub_error(
+                            NOT_OWNER,
+                            f"No node owned the session within {wait:g} s; try again shortly",
+                        )
+                    )
+                try:
+                    await self.store.send(owner, message)
+                except Exception as exc:  # the store's and the redis client's errors alike
+                    # Maybe sent: the owner runs a request id once, so it is sent again.
+                    log.info("= %s: forwarding %s failed, sending again: %s", mirror.id, op, exc)
+                    await anyio.sleep(beat(self.registry.settings.node_lease)[1])
+                    continue
+                if await self._answered(mirror.id, pending, owner, answer_wait, op):
+                    break
+                log.info(
+                    "= %s: the owner %s is gone; %s goes to the next one", mirror.id, owner, op
+                )
         finally:
             self._pending.pop(rid, None)
         if pending.error is not None:
             raise SessionFailure(pending.error)
         return pending.result
+
+    async def _live_owner(self, session_id: str, deadline: float) -> str | None:
+        """The session's owner once it is a node whose heartbeat runs (this one, or another),
+        waiting for one until ``deadline``; ``None`` past it."""
+        every = beat(self.registry.settings.node_lease)[1]
+        while True:
+            try:
+                owner = await self.store.owner(session_id)
+                if owner is not None and (
+                    owner == self.store.node or await self.store.alive([owner])
+                ):
+                    return owner
+            except Exception as exc:  # the store does not answer: wait for it as for an owner
+                log.info("= %s: the owner cannot be read: %s", session_id, exc)
+            left = deadline - anyio.current_time()
+            if left <= 0:
+                return None
+            await anyio.sleep(min(every, left))
+
+    async def _answered(
+        self, session_id: str, pending: _Pending, owner: str, answer_wait: float | None, op: str
+    ) -> bool:
+        """Wait for the answer to a request sent to ``owner``: ``True`` once answered,
+        ``False`` when ``owner`` died before taking it (send it to the next owner)."""
+        ttl, every = beat(self.registry.settings.node_lease)
+        silent_since: float | None = None
+        try:
+            with anyio.fail_after(answer_wait):
+                while not pending.done.is_set():
+                    wake = pending.wake
+                    if wake.is_set():
+                        pending.wake = wake = anyio.Event()
+                    with anyio.move_on_after(every):
+                        await wake.wait()
+                    if pending.done.is_set() or owner == self.store.node:
+                        continue
+                    try:
+                        # Gone: another node took the session over, or its heartbeat has
+                        # been missing for a whole TTL (not one late beat after a stall).
+                        moved = await self.store.owner(session_id) != owner
+                        silent = not await self.store.alive([owner])
+                    except Exception:  # the store does not answer: keep waiting
+                        continue
+                    now = anyio.current_time()
+                    silent_since = (silent_since or now) if silent else None
+                    gone = moved or (silent_since is not None and now - silent_since >= ttl)
+                    if not gone:
+                        continue
+                    if not pending.taken:
+                        return False
+                    lost = f"The node owning the session was lost during {op}"
+                    raise SessionFailure(hub_error(NOT_OWNER, lost))
+        except TimeoutError:
+            raise SessionFailure(
+                hub_error(NOT_OWNER, f"The node owning the session did not answer {op}")
+            ) from None
+        return True
 
     def _serve_later(self, message: dict[str, Any]) -> None:
         async def serve() -> None:
@@ -312,12 +494,28 @@ class Cluster:
 
         self.registry.spawn(serve, name="forwarded request")
 
+    async def _owned(self, session_id: str) -> Any:
+        """The session ``session_id`` owned here; one this node claimed and is still restoring
+        is waited for (``owner_wait`` at most), ``None`` for one owned elsewhere."""
+        session = self.registry.sessions.get(session_id)
+        if session is not None:
+            return session
+        with anyio.move_on_after(self.registry.settings.owner_wait):
+            while session_id not in self.registry.sessions:
+                try:
+                    if await self.store.owner(session_id) != self.store.node:
+                        return None
+                except Exception:  # the store does not answer: wait for it
+                    pass
+                await anyio.sleep(beat(self.registry.settings.node_lease)[1] / 5)
+        return self.registry.sessions.get(session_id)
+
     async def _serve(self, message: dict[str, Any]) -> None:
         """Run a request another node forwarded, and send it the answer."""
         reply: dict[str, Any] = {"re": message.get("rid")}
         origin = message.get("from")
         try:
-            session = self.registry.sessions.get(str(message.get("session")))
+            session = await self._owned(str(message.get("session")))
             if session is None:
                 raise SessionFailure(hub_error(NOT_OWNER, "This node does not own the session"))
             info = message.get("client") or {}
@@ -379,14 +577,48 @@ class Cluster:
 
     # -- clients of other nodes --------------------------------------------------------------
 
-    def _send_later(self, node: str, message: dict[str, Any]) -> None:
-        async def send() -> None:
-            try:
-                await self.store.send(node, message)
-            except Exception as exc:
-                log.warning("! cluster: a message to node %s was not sent: %s", node, exc)
+    def _send_later(
+        self,
+        node: str,
+        message: dict[str, Any],
+        undelivered: Callable[[], None] | None = None,
+    ) -> None:
+        """Send ``message`` to ``node``'s inbox after those queued for it before (in order).
+        While the store does not answer it is tried again, for ``owner_wait`` seconds; then it
+        is dropped, logged, and ``undelivered`` is called (to refuse what it carried visibly)."""
+        queue = self._outgoing.get(node)
+        if queue is None:
+            queue = self._outgoing[node] = deque()
+            queue.append((message, undelivered, anyio.current_time()))
+            self.registry.spawn(lambda: self._send_queued(node), name="cluster send")
+        else:
+            queue.append((message, undelivered, anyio.current_time()))
 
-        self.registry.spawn(send, name="cluster send")
+    async def _send_queued(self, node: str) -> None:
+        queue = self._outgoing[node]
+        wait = self.registry.settings.owner_wait
+        every = beat(self.registry.settings.node_lease)[1]
+        failing = False
+        try:
+            while queue:
+                message, undelivered, queued = queue[0]
+                try:
+                    await self.store.send(node, message)
+                except Exception as exc:  # the store's and the redis client's errors alike
+                    if anyio.current_time() - queued < wait:
+                        if not failing:
+                            log.info("= cluster: node %s cannot be told yet: %s", node, exc)
+                        failing = True
+                        await anyio.sleep(every)
+                        continue
+                    log.warning(
+                        "! cluster: a message to node %s was not sent in %g s: %s", node, wait, exc
+                    )
+                    if undelivered is not None:
+                        undelivered()
+                queue.popleft()
+        finally:
+            self._outgoing.pop(node, None)
 
     def _client_info(self, session: Any, client: ClientHandle) -> dict[str, Any]:
         return {
@@ -511,11 +743,27 @@ class Cluster:
             return
 
         def on_reply(result: Any, error: RpcError | None) -> None:
-            self._asked.pop(rid, None)
+            asked = self._asked.pop(rid, None)
             answer: dict[str, Any] = {"re": rid, "result": result}
             if error is not None:
                 answer["error"] = error.to_dict()
-            self._send_later(owner, answer)
+
+            def undelivered() -> None:
+                # Never dropped in silence: the client learns its answer did not count.
+                if error is None and asked is not None:
+                    lost = hub_error(
+                        NOT_OWNER, "The answer could not reach the node owning the session"
+                    )
+                    client.notify(
+                        "_hub/answer_refused",
+                        {
+                            "sessionId": message.get("session"),
+                            "requestId": asked[1],
+                            "error": lost.to_dict(),
+                        },
+                    )
+
+            self._send_later(owner, answer, undelivered)
 
         self._asked[rid] = (client, client.request(method, params, on_reply))
 

@@ -19,11 +19,19 @@ sees; a principal that allowed is not asked again (its other clients' copies are
 
 An answer from a client no longer eligible, or a malformed one, is refused with
 ``_hub/answer_refused`` (a malformed answer's sender gets a fresh copy to answer again); a
-client that answers its copy with an error declined it and is not asked again. A request that
-nobody attached may answer any more resolves ``cancelled``; so does every pending request when
-the turn ends, is cancelled or the agent dies, and one nobody answers within
-``permission_timeout`` resolves ``timed_out``. Clients that become eligible (a lease or policy
-change, a late joiner) get a copy of what is pending.
+client that answers its copy with an error declined it and is not asked again. Every pending
+request resolves ``cancelled`` when the turn ends, is cancelled or the agent dies, and one
+nobody answers within ``permission_timeout`` resolves ``timed_out``. Clients that become
+eligible (a lease or policy change, a late joiner) get a copy of what is pending.
+
+A request nobody attached may answer any more (its answerers disconnected: a page reload, a
+phone locking its screen, a node lost) waits for them: for ``answer_grace`` seconds it stays
+pending, marked ``waiting: {reason: "no_answerer", until}`` on its record, and the first
+eligible client to attach again (any transport, any node) gets the same request and may answer
+it; votes already cast under ``consensus`` are kept. When the grace ends with nobody eligible,
+it resolves ``cancelled`` with ``reason: "no_answerer"``. Eligible clients that are attached
+and declined it (an error answer, a copy they cannot be shown) decide at once: ``cancelled``.
+``answer_grace = 0`` cancels at once, as the hub did before the grace.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -58,6 +67,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hub.sessions")
 
+NO_ANSWERER = "no_answerer"
+"""Why a request waits (``waiting.reason``) and why it ended after its grace (``reason``):
+nobody attached may answer it."""
+
 
 @dataclass(slots=True)
 class PendingPermission:
@@ -76,6 +89,15 @@ class PendingPermission:
     """When the request reached the hub (``time.monotonic``), for the metrics."""
     approvals: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Under ``consensus``: the principals that allowed so far (principal -> record)."""
+    refused: set[str] = field(default_factory=set)
+    """Clients that answered their copy with an error or cannot be shown it (a subset of
+    ``declined``): their refusal, unlike their absence, ends the request at once."""
+    orphaned: float | None = None
+    """Since when (``time.monotonic``) nobody attached may answer, while ``answer_grace``
+    runs; ``None`` while someone may."""
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    """Set when the request resolves or its grace starts or ends (``Permissions.request``
+    waits on it)."""
 
 
 class Permissions:
@@ -155,7 +177,7 @@ class Permissions:
         self.check_unanswerable()
         try:
             with anyio.move_on_after(session.settings.permission_timeout) as scope:
-                await pending.done.wait()
+                await self._wait(pending)
             if scope.cancelled_caught:
                 self.finish(pending, None, "timed_out")
         finally:
@@ -163,6 +185,33 @@ class Permissions:
                 # Cancelled by the agent ($/cancel_request) or because it died.
                 self.finish(pending, None, "cancelled")
         return pending.outcome or {"outcome": "cancelled"}
+
+    async def _wait(self, pending: PendingPermission) -> None:
+        """Wait until ``pending`` resolves; end it ``cancelled`` (``no_answerer``) when its
+        grace runs out with nobody back who may answer it."""
+        grace = self._session.settings.answer_grace
+        while not pending.done.is_set():
+            wake = pending.wake
+            if wake.is_set():
+                pending.wake = wake = anyio.Event()
+            orphaned = pending.orphaned
+            if orphaned is None:
+                await wake.wait()
+                continue
+            with anyio.move_on_after(orphaned + grace - time.monotonic()):
+                await wake.wait()
+            if (
+                not pending.done.is_set()
+                and pending.orphaned is not None
+                and time.monotonic() >= pending.orphaned + grace
+            ):
+                log.info(
+                    "= %s: permission %s: nobody came back to answer it in %g s: cancelled",
+                    self._session.id,
+                    pending.permission_id,
+                    grace,
+                )
+                self.finish(pending, None, "cancelled", reason=NO_ANSWERER)
 
     def reoffer(self) -> None:
         """After the lease or the permission policy changed: newly eligible clients get a copy
@@ -186,6 +235,8 @@ class Permissions:
         for pending in self.pending.values():
             if client.client_id not in pending.copies and self._wanted(pending, attachment):
                 self._offer(pending, client)
+                if pending.copies:
+                    self._answerable(pending)  # its grace, if it ran, ends
 
     def forget_client(self, client: ClientHandle) -> None:
         """``client`` detached: its copies are withdrawn (``check_unanswerable`` next)."""
@@ -212,6 +263,7 @@ class Permissions:
                     "! %s: permission request not representable for v1: %s", session.id, exc
                 )
                 pending.declined.add(client.client_id)
+                pending.refused.add(client.client_id)
                 return
 
         # Which `_hub_permission` record this copy belongs to, so that a client can match
@@ -239,6 +291,8 @@ class Permissions:
             # The client declined to answer (or went away): its copy is gone, others remain,
             # and it is not asked again (a client that cannot answer would loop).
             pending.declined.add(client.client_id)
+            if client.client_id in self._session.attached:
+                pending.refused.add(client.client_id)
             self.check_unanswerable()
             return
         attachment = self._session.attached.get(client.client_id)
@@ -325,19 +379,69 @@ class Permissions:
         )
 
     def check_unanswerable(self) -> None:
-        """Resolve ``cancelled`` the pending requests nobody attached may answer any more."""
+        """Start the grace of the pending requests nobody attached may answer any more (or
+        resolve them ``cancelled`` when those present refused them, or without a grace), and
+        end it for those someone may answer again."""
         attached = self._session.attached
         for pending in list(self.pending.values()):
-            if pending.copies:
-                continue
-            # Eligible clients without a copy (a refused answer took it): offer again.
-            for attachment in tuple(attached.values()):
-                if attachment.client_id not in pending.declined and self._wanted(
-                    pending, attachment
-                ):
-                    self._offer(pending, attachment.client)
             if not pending.copies:
+                # Eligible clients without a copy (a refused answer took it): offer again.
+                for attachment in tuple(attached.values()):
+                    if attachment.client_id not in pending.declined and self._wanted(
+                        pending, attachment
+                    ):
+                        self._offer(pending, attachment.client)
+            if pending.copies:
+                self._answerable(pending)
+                continue
+            refused = any(
+                a.client_id in pending.refused and self.eligible(a) for a in attached.values()
+            )
+            if refused or self._session.settings.answer_grace <= 0:
                 self.finish(pending, None, "cancelled")
+            elif pending.orphaned is None:
+                self._orphaned(pending)
+
+    def _orphaned(self, pending: PendingPermission) -> None:
+        """Nobody attached may answer ``pending``: it waits ``answer_grace`` for them."""
+        session = self._session
+        grace = session.settings.answer_grace
+        pending.orphaned = time.monotonic()
+        pending.wake.set()
+        until = datetime.now(UTC) + timedelta(seconds=grace)
+        log.info(
+            "= %s: permission %s: nobody attached may answer it; waiting %g s for them",
+            session.id,
+            pending.permission_id,
+            grace,
+        )
+        session.emit(
+            {
+                "sessionUpdate": "_hub_permission",
+                "permissionId": pending.permission_id,
+                "status": "pending",
+                "waiting": {
+                    "reason": NO_ANSWERER,
+                    "until": until.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                },
+            }
+        )
+        session.changed()
+
+    def _answerable(self, pending: PendingPermission) -> None:
+        """Someone may answer ``pending`` again: its grace, if it ran, ends."""
+        if pending.orphaned is None:
+            return
+        pending.orphaned = None
+        pending.wake.set()
+        self._session.emit(
+            {
+                "sessionUpdate": "_hub_permission",
+                "permissionId": pending.permission_id,
+                "status": "pending",
+                "waiting": None,
+            }
+        )
 
     def finish(
         self,
@@ -345,15 +449,19 @@ class Permissions:
         by: ClientHandle | None,
         status: str,
         outcome: dict[str, Any] | None = None,
+        *,
+        reason: str | None = None,
     ) -> None:
         """Resolve ``pending`` with ``status`` (``resolved`` by ``by`` with ``outcome``,
-        ``cancelled``, ``timed_out``): withdraw the copies, record it, wake the agent's task."""
+        ``cancelled``, ``timed_out``): withdraw the copies, record it (with ``reason``, why it
+        ended without an answer, when given), wake the agent's task."""
         if pending.done.is_set():
             return
         session = self._session
         pending.outcome = outcome if outcome is not None else {"outcome": "cancelled"}
         pending.resolved_by = by
         pending.done.set()
+        pending.wake.set()
         # `selected`, or how it ended without a choice (a client may answer `cancelled`).
         answer = pending.outcome.get("outcome") if status == "resolved" else status
         session.metrics.permission_resolved(
@@ -385,6 +493,10 @@ class Permissions:
             }
         if pending.approvals:
             record["approvals"] = list(pending.approvals.values())
+        if pending.orphaned is not None:
+            record["waiting"] = None
+        if reason is not None:
+            record["reason"] = reason
         session.emit(record)
         session.audit.record(
             "permission_decided",

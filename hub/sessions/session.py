@@ -370,6 +370,7 @@ class Session:
             return
         self.presence.changed(joined=client.client_id)
         self.permissions.offer_pending(client)
+        self.elicitations.offer_pending(client)
         self.changed()
 
     def detach(self, client: ClientHandle, *, reason: str = "detached") -> None:
@@ -436,6 +437,7 @@ class Session:
             if status == "lost":
                 self.lost = True
             self.permissions.cancel_all()
+            self.elicitations.cancel_waiting()
             if self.turns.busy:
                 error = hub_error(
                     AGENT_UNAVAILABLE, f"Agent '{self.agent.name}' {status} during the turn", event

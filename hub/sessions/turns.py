@@ -354,6 +354,7 @@ class Turns:
         self.current = None
         session.metrics.turn_seconds.observe(time.monotonic() - turn.started)
         session.permissions.cancel_all()
+        session.elicitations.cancel_waiting()
         if turn.client is not None and session.lease.held_by(turn.client.client_id):
             session.lease.touch()  # inactivity counts from the end of the holder's turn
         session.changed()
@@ -478,6 +479,7 @@ class Turns:
             await session.agent.cancel(session.agent_session_id)
         finally:
             session.permissions.cancel_all()
+            session.elicitations.cancel_waiting()
 
     async def _end_unanswered(self, turn: Turn | None) -> None:
         """After ``session/cancel``: if the turn (``turn``, or with ``None`` the agent's own

@@ -306,6 +306,11 @@ class SharedStore(Store, Protocol):
         """Say this node is alive for ``ttl`` seconds."""
         ...
 
+    async def claim_from(self, session_ids: list[str], node: str, ttl: float) -> list[str]:
+        """Own, for ``ttl`` seconds, those of ``session_ids`` that ``node`` (whose heartbeat
+        stopped) still owns; the ones now owned here."""
+        ...
+
     async def alive(self, nodes: list[str]) -> set[str]:
         """Which of ``nodes`` are alive."""
         ...

@@ -102,6 +102,14 @@ end
 return 0
 """
 
+CLAIM_FROM = """
+if redis.call('GET', KEYS[1]) == ARGV[2] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+  return 1
+end
+return 0
+"""
+
 RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
@@ -239,6 +247,7 @@ class RedisStore(DurableStore):
         self._claim_script: Any = None
         self._renew_script: Any = None
         self._release_script: Any = None
+        self._claim_from_script: Any = None
         self._link_scripts: dict[str, Any] = {}
 
     @property
@@ -271,6 +280,7 @@ class RedisStore(DurableStore):
         self._claim_script = client.register_script(CLAIM)
         self._renew_script = client.register_script(RENEW)
         self._release_script = client.register_script(RELEASE)
+        self._claim_from_script = client.register_script(CLAIM_FROM)
         self._link_scripts = {
             name: client.register_script(script)
             for name, script in (("add", ADD_LINK), ("revoke", REVOKE_LINK), ("use", USE_LINK))
@@ -434,6 +444,21 @@ class RedisStore(DurableStore):
                 )
             results = await pipe.execute()
         return [sid for sid, ok in zip(session_ids, results, strict=True) if ok != 1]
+
+    async def claim_from(self, session_ids: list[str], node: str, ttl: float) -> list[str]:
+        """Take over the sessions of ``session_ids`` that ``node`` still owns (compare and
+        set, one round trip): the ones now owned here."""
+        if not session_ids:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for session_id in session_ids:
+                await self._claim_from_script(
+                    keys=[_key(session_id, "owner")],
+                    args=[self.node, node, max(1, int(ttl * 1000))],
+                    client=pipe,
+                )
+            results = await pipe.execute()
+        return [sid for sid, ok in zip(session_ids, results, strict=True) if ok == 1]
 
     async def release(self, session_ids: list[str]) -> None:
         if not session_ids:

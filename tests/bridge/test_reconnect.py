@@ -124,6 +124,49 @@ async def test_a_dropped_connection_keeps_the_permission_dialog_and_the_turn(
             assert statuses[-1] == "completed"
 
 
+async def test_the_editor_as_the_only_approver_answers_after_the_hub_was_gone(
+    tmp_path: Path,
+) -> None:
+    # Nobody else is attached: while the bridge is away the request waits (answer_grace), and
+    # the answer the editor gives once the bridge is back reaches the agent.
+    settings = Settings(answer_grace=30)
+    async with listener_hub([scripted_agent("scripted", 2, "--ack-message-id")], settings) as (
+        listener
+    ):
+        editor = EditorClient(gate=anyio.Event())
+        async with spawn_bridge(listener.url, tmp_path, editor=editor) as run:
+            await initialize(run.conn)
+            session_id = (await run.conn.new_session(cwd=str(tmp_path))).session_id
+            async with anyio.create_task_group() as tg:
+                answers: list[str] = []
+
+                async def prompt() -> None:
+                    done = await run.conn.prompt(
+                        session_id=session_id,
+                        prompt=[text_block("say before\npermission\nsay after")],
+                    )
+                    answers.append(done.stop_reason)
+
+                tg.start_soon(prompt)
+                await editor.wait_for(lambda: len(editor.permissions) == 1)
+                (first,) = editors_connections(listener)
+                await listener.stop()
+                assert not listener.hub.connections  # the bridge was really cut off
+                registry = listener.hub.registry
+                assert registry is not None
+                (session,) = registry.sessions.values()
+                assert len(session.permissions) == 1  # still pending, nobody attached
+                await anyio.sleep(2.0)  # the hub stays away, not a wait for an event
+                await listener.start()
+                await wait_attached(listener, session_id, first)
+                assert editor.gate is not None
+                editor.gate.set()
+
+            assert answers == ["end_turn"]
+            texts = "".join(editor.texts())
+            assert texts == "beforepermission: selected allowafter", texts
+
+
 async def test_a_hub_that_stays_gone_fails_the_editors_requests_clearly(tmp_path: Path) -> None:
     async with listener_hub([scripted_agent("scripted", 2, "--ack-message-id")]) as listener:
         editor = EditorClient()

@@ -729,8 +729,9 @@ async def test_answers_that_are_not_valid_never_count() -> None:
 
 
 async def test_no_eligible_client_resolves_cancelled_and_policies_route_copies() -> None:
+    # Without a grace (`answer_grace = 0`): a request nobody may answer is cancelled at once.
     async with (
-        running_hub([scripted_agent()]) as hub,
+        running_hub([scripted_agent()], Settings(answer_grace=0)) as hub,
         acp_client(hub.url, 2, name="owner") as owner,
         acp_client(hub.url, 1, events=True, role="driver", name="d1") as d1,
         acp_client(hub.url, 2, role="driver", name="d2") as d2,
@@ -815,7 +816,7 @@ async def test_elicitation_goes_to_the_prompts_sender_only() -> None:
 
 async def test_an_elicitation_is_withdrawn_when_its_client_detaches() -> None:
     async with (
-        running_hub([scripted_agent()]) as hub,
+        running_hub([scripted_agent()], Settings(answer_grace=0)) as hub,
         acp_client(hub.url, 2, name="owner") as owner,
         acp_client(hub.url, 2, role="driver", name="asked") as asked,
     ):

@@ -197,13 +197,14 @@ def permission_status(client: AcpClient, session_id: str) -> list[str]:
 async def test_a_client_that_vanishes_with_a_permission_request(
     others: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # `none`: the vanished owner held the only copy (policy `owner`): the request resolves
-    # `cancelled` at once. `approver`: another eligible client still holds its copy (policy
-    # `first`) and its answer is the one that counts.
+    # `none`: the vanished owner held the only copy (policy `owner`): the request waits for it
+    # (`answer_grace`, short here), then resolves `cancelled`. `approver`: another eligible
+    # client still holds its copy (policy `first`) and its answer is the one that counts.
     caplog.set_level(logging.WARNING)
     policy: PermissionPolicy = "owner" if others == "none" else "first"
+    settings = Settings(permission_policy=policy, answer_grace=0.5)
     async with (
-        running_hub([scripted_agent("asker", 2)], Settings(permission_policy=policy)) as hub,
+        running_hub([scripted_agent("asker", 2)], settings) as hub,
         acp_client(hub.url, role="viewer", name="viewer") as viewer,
         acp_client(hub.url, role="approver", name="approver") as approver,
     ):
@@ -231,12 +232,15 @@ async def test_a_client_that_vanishes_with_a_permission_request(
             await approver.answer(
                 request["id"], {"outcome": {"outcome": "selected", "optionId": "allow"}}
             )
-            verdict, status = "permission: selected allow", "resolved"
+            verdict = "permission: selected allow"
+            expected = ["pending", "resolved"]
         else:
-            verdict, status = "permission: cancelled", "cancelled"
+            verdict = "permission: cancelled"
+            # pending, pending marked waiting for an answerer, cancelled when the grace ended
+            expected = ["pending", "pending", "cancelled"]
         await viewer.wait_for(lambda: said(viewer, sid, verdict))
         await viewer.wait_for(lambda: viewer.idle_count(sid) >= 1)
-        assert permission_status(viewer, sid) == ["pending", status]
+        assert permission_status(viewer, sid) == expected
         assert contiguous(viewer.seqs(sid))
     no_traceback(caplog)
 

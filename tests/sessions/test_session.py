@@ -657,7 +657,7 @@ async def test_the_owner_policy_offers_owners_only_and_a_late_owner_gets_a_copy(
 
 
 async def test_the_lease_policy_moves_the_copy_with_the_lease() -> None:
-    async with hub_session(permission_policy="lease") as (session, _, tg):
+    async with hub_session(permission_policy="lease", answer_grace=0) as (session, _, tg):
         a, b = Client("c-a", role="driver"), Client("c-b", role="driver")
         owner = Client("c-o")
         for client in (a, b, owner):
@@ -675,7 +675,7 @@ async def test_the_lease_policy_moves_the_copy_with_the_lease() -> None:
         assert owner.asked == {}  # the owner's copy was withdrawn too
         session.lease_action(owner, "grant", None)
         outcomes = await ask(session, tg)
-        session.detach(owner)  # nobody else may answer: cancelled at once
+        session.detach(owner)  # nobody else may answer, and no grace: cancelled at once
         await until(lambda: bool(outcomes))
         assert outcomes == [{"outcome": "cancelled"}]
 
@@ -708,7 +708,7 @@ async def test_the_agent_going_away_ends_the_turn_and_its_requests() -> None:
 
 
 async def test_an_elicitation_goes_to_the_turns_sender_and_a_detach_answers_cancel() -> None:
-    async with hub_session() as (session, _, tg):
+    async with hub_session(answer_grace=0) as (session, _, tg):
         owner, driver = Client("c-o"), Client("c-d", role="driver")
         join(session, owner)
         join(session, driver)

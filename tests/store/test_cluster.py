@@ -35,7 +35,10 @@ def anyio_backend() -> str:
 
 
 @asynccontextmanager
-async def three_nodes(tmp_path: Path, redis: RedisServer) -> AsyncIterator[list[HubProcess]]:
+async def three_nodes(
+    tmp_path: Path, redis: RedisServer, **hub: Any
+) -> AsyncIterator[list[HubProcess]]:
+    """Nodes ``node-a``, ``node-b``, ``node-c`` on ``redis`` (more ``[hub]`` settings: ``hub``)."""
     state = tmp_path / "agent-state"
     state.mkdir()
     agent = scripted("--state-dir", str(state))
@@ -47,7 +50,7 @@ async def three_nodes(tmp_path: Path, redis: RedisServer) -> AsyncIterator[list[
                     redis.url,
                     agent,
                     name=f"node-{n}",
-                    hub={"node_name": f"node-{n}", "node_lease": LEASE},
+                    hub={"node_name": f"node-{n}", "node_lease": LEASE, **hub},
                 )
             )
             for n in "abc"

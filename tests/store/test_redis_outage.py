@@ -7,6 +7,7 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -18,6 +19,7 @@ from tests.store.hubproc import HubProcess, hub_process, scripted
 from tests.store.test_cluster import (
     chunks_seen,
     fold_upto,
+    seen_up_to,
     seqs_contiguous,
     turns_ended,
     updates_of,
@@ -102,4 +104,99 @@ async def test_redis_stalled_then_restarted(tmp_path: Path, redis_server: RedisS
             assert resets(observer, session_id) == 0
         assert fold_upto(local, session_id, last) == fold_upto(remote, session_id, last)
         for node in (a, b):
+            assert "Traceback" not in node.log(), node.log()
+
+
+def said(client: AcpClient, session_id: str) -> str:
+    return "".join(
+        str((u.get("content") or {}).get("text", ""))
+        for u in updates_of(client, session_id, "agent_message_chunk")
+    )
+
+
+def answered(client: AcpClient, session_id: str) -> bool:
+    """Whether the agent went on after the permission answer (``say after``)."""
+    return "after" in said(client, session_id)
+
+
+async def logged(node: HubProcess, text: str, within: float = 30.0) -> None:
+    """Wait until the node's log holds ``text``."""
+    with anyio.fail_after(within):
+        # A log file: polled, there is nothing to subscribe to.
+        while text not in await anyio.to_thread.run_sync(node.log):  # noqa: ASYNC110
+            await anyio.sleep(0.05)
+
+
+async def test_redis_stalled_under_three_nodes_loses_no_event_and_no_answer(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    # A turn runs on the owner while Redis is stalled, observers on the two other nodes; the
+    # only approver of a second session, on another node, answers its permission request
+    # during the stall: its answer reaches the agent once Redis answers again.
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    agent = scripted()
+    # The stall lasts about 10 s (until a command and a send have timed out): the leases
+    # outlive it, so that no node takes a session over (that is another test's business).
+    hub = {"node_lease": 20.0}
+    async with AsyncExitStack() as stack:
+        a, b, c = [
+            await stack.enter_async_context(
+                hub_process(tmp_path, redis_server.url, agent, name=n, hub=hub)
+            )
+            for n in "abc"
+        ]
+        await ready_becomes(a, True)
+        driver = await stack.enter_async_context(acp_client(a.url))
+        streaming = await driver.new_session(cwd=str(cwd))
+        asking = await driver.new_session(cwd=str(cwd))
+        await driver.call("session/detach", {"sessionId": asking})
+        observers = [
+            await stack.enter_async_context(acp_client(n.url, role="viewer")) for n in (b, c)
+        ]
+        for observer in observers:
+            await watch(observer, streaming)
+            await watch(observer, asking)
+        approver = await stack.enter_async_context(acp_client(b.url))
+        await watch(approver, asking)
+        await approver.prompt(asking, "permission\nsay after")
+        await approver.wait_for(
+            lambda: any(r["method"] == "session/request_permission" for r in approver.requests)
+        )
+        (request,) = [r for r in approver.requests if r["method"] == "session/request_permission"]
+        await driver.prompt(streaming, "slow 120 40")
+        for observer in observers:
+            await chunks_seen(observer, streaming, 5)
+
+        redis_server.pause()
+        try:
+            seen = len(updates_of(driver, streaming, "agent_message_chunk"))
+            await ready_becomes(a, False)
+            # The answer is sent while Redis does not answer: node B keeps it and tries again.
+            await approver.answer(
+                request["id"], {"outcome": {"outcome": "selected", "optionId": "allow"}}
+            )
+            await logged(b, "cannot be told yet")
+            # The owner's own client keeps its live stream meanwhile.
+            await chunks_seen(driver, streaming, seen + 10)
+        finally:
+            redis_server.resume()
+        for observer in observers:
+            await turns_ended(observer, streaming, 1)
+            await observer.wait_for(partial(answered, observer, asking), timeout=30)
+            assert said(observer, asking) == "permission: selected allowafter"
+        assert not [n for n in approver.notifications if n["method"] == "_hub/answer_refused"]
+
+        for session_id in (streaming, asking):
+            last = max(o.last_seq(session_id) for o in observers)
+            for observer in observers:
+                await seen_up_to(observer, session_id, last)
+                seqs_contiguous(observer, session_id)  # no gap, no duplicate
+                assert resets(observer, session_id) == 0
+            assert fold_upto(observers[0], session_id, last) == fold_upto(
+                observers[1], session_id, last
+            )
+            statuses = [u.get("status") for u in updates_of(observers[0], session_id, "_hub_agent")]
+            assert "restarted" not in statuses  # nobody took a session over
+        for node in (a, b, c):
             assert "Traceback" not in node.log(), node.log()

@@ -9,8 +9,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from playwright.sync_api import expect
 
-from tests.web.harness import Hub, TcpProxy, start_session, transcript, wait_idle
+from tests.web.harness import (
+    Hub,
+    TcpProxy,
+    open_as,
+    send_prompt,
+    start_session,
+    transcript,
+    wait_idle,
+)
 
 NewPage = Callable[..., Any]
 
@@ -70,3 +79,45 @@ def test_dropped_connection_resumes_after_cursor(
     assert transcript(page) == transcript(fresh)
     assert transcript(page) == transcript(helper)
     assert "Allow once by helper" in page.locator(".panel-permissions").inner_text()
+
+
+def test_a_reload_keeps_the_permission_request_and_the_answer_applies(
+    hub: Hub, new_page: NewPage
+) -> None:
+    # The only client that may answer reloads its page while the demo agent waits for
+    # permission: the request waits for it (answer_grace) and is shown again after the reload.
+    page = new_page()
+    session = start_session(page, hub.url, query="?name=rita")
+    send_prompt(page, "tidy up the greeting helper")
+    dialog = page.locator(".permission-dialog")
+    dialog.wait_for()
+    before = dialog.inner_text()
+    page.reload()
+    page.wait_for_selector("[data-connection=ready]")
+    dialog.wait_for()
+    assert dialog.inner_text() == before
+    page.click(".permission-dialog button:has-text('Allow once')")
+    wait_idle(page)
+    assert "I applied the edit" in page.locator(".msg-agent").last.inner_text()
+    assert "cancelled" not in page.locator(".panel-permissions").inner_text().lower()
+    assert session in page.url
+
+
+def test_a_closed_tab_and_a_new_one_keep_the_permission_request(
+    hub: Hub, new_page: NewPage
+) -> None:
+    page = new_page()
+    session = start_session(page, hub.url, query="?name=tom")
+    send_prompt(page, "tidy up the greeting helper")
+    page.locator(".permission-dialog").wait_for()
+    page.close()
+    # The dashboard keeps the card waiting for permission while nobody is connected.
+    board = new_page()
+    board.goto(f"{hub.url}/")
+    card = board.locator(f".card[data-session-id='{session}']")
+    expect(card.locator(".state-badge")).to_have_text("waiting for permission")
+    board.close()
+    again = open_as(new_page(), hub.url, session, "?name=tom")
+    again.click(".permission-dialog button:has-text('Allow once')")
+    wait_idle(again)
+    assert "I applied the edit" in again.locator(".msg-agent").last.inner_text()

@@ -1,0 +1,144 @@
+"""Continuity across nodes (issue 25): three real ``acp-hub serve`` nodes on one real
+redis-server, the project's scripted agent.
+
+* The only approver's node is killed (SIGKILL) while a permission request waits on the owner:
+  the request waits (``answer_grace``), the approver reconnects to another node with its
+  cursor, gets the same request there and answers it, and the turn completes.
+* The owner is killed during a turn and a prompt is sent through another node 2 s later, with
+  the default ``node_lease`` (10 s): the surviving nodes see the owner's heartbeat stop and one
+  takes the session over at once; the prompt waits for it (``owner_wait``), runs there, and its
+  turn ends within 15 s of the kill without an error; observers on both surviving nodes see
+  one stream, no gap, no duplicate.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.redis_server import RedisServer
+from tests.server.harness import AcpClient, acp_client
+from tests.store.test_cluster import (
+    agent_status,
+    chunks_seen,
+    fold_upto,
+    seen_up_to,
+    seqs_contiguous,
+    three_nodes,
+    turns_ended,
+    watch,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def permission_requests(client: AcpClient) -> list[dict[str, Any]]:
+    return [r for r in client.requests if r["method"] == "session/request_permission"]
+
+
+def said(client: AcpClient, session_id: str) -> str:
+    return "".join(
+        str((p["update"].get("content") or {}).get("text", ""))
+        for p in client.session_updates(session_id)
+        if p["update"].get("sessionUpdate") == "agent_message_chunk"
+    )
+
+
+def cursor(client: AcpClient, session_id: str) -> dict[str, Any]:
+    meta = client.session_updates(session_id)[-1]["_meta"]["acp-hub"]
+    return {"type": "_hub_after", "epoch": meta["epoch"], "seq": meta["seq"]}
+
+
+async def test_the_approvers_node_dies_and_it_answers_through_another(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    async with (
+        three_nodes(tmp_path, redis_server, answer_grace=60) as (a, b, c),
+        AsyncExitStack() as stack,
+    ):
+        owner = await stack.enter_async_context(acp_client(a.url, role="viewer"))
+        creator = await stack.enter_async_context(acp_client(a.url))
+        session_id = await creator.new_session(cwd=str(cwd))
+        await creator.call("session/detach", {"sessionId": session_id})
+        await owner.call("session/resume", {"sessionId": session_id, "cwd": "/"})
+        # The only client that may answer is on node B.
+        approver = await stack.enter_async_context(acp_client(b.url))
+        await approver.call("session/resume", {"sessionId": session_id, "cwd": "/"})
+        await approver.prompt(session_id, "say before\npermission\nsay after")
+        await approver.wait_for(lambda: bool(permission_requests(approver)))
+        (offered,) = permission_requests(approver)
+        after = cursor(approver, session_id)
+        await b.kill()
+        # Node A sees B's clients gone (its heartbeat stopped): the request waits for them.
+        await owner.wait_for(
+            lambda: any(
+                (p["update"].get("waiting") or {}).get("reason") == "no_answerer"
+                for p in owner.session_updates(session_id)
+            ),
+            timeout=30,
+        )
+        back = await stack.enter_async_context(acp_client(c.url))
+        await back.call(
+            "session/resume", {"sessionId": session_id, "cwd": "/", "replayFrom": after}
+        )
+        await back.wait_for(lambda: bool(permission_requests(back)))
+        (again,) = permission_requests(back)
+        assert again["params"]["subject"] == offered["params"]["subject"]
+        await back.answer(again["id"], {"outcome": {"outcome": "selected", "optionId": "allow"}})
+        await owner.wait_for(lambda: owner.idle_count(session_id) >= 1)
+        assert said(owner, session_id) == "beforepermission: selected allowafter"
+        await back.wait_for(lambda: "after" in said(back, session_id))
+
+
+async def test_a_prompt_during_failover_runs_on_the_next_owner_without_an_error(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    async with (
+        three_nodes(tmp_path, redis_server, node_lease=10.0) as (a, b, c),
+        AsyncExitStack() as stack,
+    ):
+        driver = await stack.enter_async_context(acp_client(a.url))
+        session_id = await driver.new_session(cwd=str(cwd))
+        watchers = [await stack.enter_async_context(acp_client(n.url)) for n in (b, c)]
+        for watcher in watchers:
+            await watch(watcher, session_id)
+        await driver.prompt(session_id, "slow 400 20")
+        for watcher in watchers:
+            await chunks_seen(watcher, session_id, 10)
+        ended = [w.idle_count(session_id) for w in watchers]
+        await a.kill()
+        killed = time.monotonic()
+        await anyio.sleep(2.0)  # the user prompts 2 s after the crash: the scenario itself
+        answer = await watchers[0].prompt(session_id, "say hello after the crash")
+        assert "error" not in answer
+        for watcher, before in zip(watchers, ended, strict=True):
+            # The dead owner's turn ended (an idle without a stop reason), then the new one.
+            await turns_ended(watcher, session_id, before + 1)
+        assert time.monotonic() - killed < 15.0
+        for watcher in watchers:
+            await agent_status(watcher, session_id, "restarted", within=1)
+        top = max(w.last_seq(session_id) for w in watchers)
+        for watcher in watchers:
+            await seen_up_to(watcher, session_id, top)
+            seqs_contiguous(watcher, session_id)  # no gap, no duplicate across the takeover
+            said = "".join(
+                str((p["update"].get("content") or {}).get("text", ""))
+                for p in watcher.session_updates(session_id)
+                if p["update"].get("sessionUpdate") == "agent_message_chunk"
+            )
+            assert said.endswith("hello after the crash")
+        assert fold_upto(watchers[0], session_id, top) == fold_upto(watchers[1], session_id, top)
