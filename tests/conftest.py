@@ -11,11 +11,19 @@ from hypothesis import settings
 
 from tests.credentials import hub_env
 from tests.redis_server import RedisServer
-from tests.support import require_binary
+from tests.support import hypothesis_profile, require_binary
 
-settings.register_profile("ci", max_examples=200, deadline=None)
+settings.register_profile("ci", max_examples=200, deadline=None, database=None, print_blob=True)
 settings.register_profile("dev", max_examples=100, deadline=None)
-settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+settings.load_profile(hypothesis_profile(os.environ))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The event loop of every ``pytest.mark.anyio`` test: asyncio (the hub's own)."""
+    return "asyncio"
 
 
 @pytest.fixture

@@ -36,11 +36,6 @@ ACP_HUB = Path(sys.executable).parent / "acp-hub"
 INIT = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}'
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def refused(url: str, **options: Any) -> tuple[int, dict[str, Any]]:
     """Status and JSON body of an upgrade the hub refuses."""
     with pytest.raises(InvalidStatus) as info:

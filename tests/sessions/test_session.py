@@ -47,11 +47,6 @@ OPTIONS = [
 ]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # -- stand-ins ---------------------------------------------------------------------------------
 
 

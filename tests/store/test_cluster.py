@@ -29,11 +29,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 LEASE = 2.0
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @asynccontextmanager
 async def three_nodes(tmp_path: Path, redis: RedisServer) -> AsyncIterator[list[HubProcess]]:
     state = tmp_path / "agent-state"

@@ -34,11 +34,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 LEASE = 2.0
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @asynccontextmanager
 async def three_nodes(tmp_path: Path, redis: RedisServer) -> AsyncIterator[list[HubProcess]]:
     # One agent state directory: a node taking a session over resumes it at its agent.

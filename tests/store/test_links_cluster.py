@@ -30,11 +30,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 WAIT = 10.0
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @asynccontextmanager
 async def two_nodes(tmp_path: Path, redis: RedisServer) -> AsyncIterator[list[HubProcess]]:
     async with AsyncExitStack() as stack:

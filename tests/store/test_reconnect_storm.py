@@ -27,11 +27,6 @@ CONNECTING = 50
 """Observers connecting at once (a storm, not a SYN flood of the test machine)."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def cursor_of(client: AcpClient, session_id: str) -> tuple[int, int]:
     last = [
         p["_meta"]["acp-hub"]

@@ -27,11 +27,6 @@ from tests.store.test_cluster import (
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _status(url: str) -> int:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:

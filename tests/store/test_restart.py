@@ -29,11 +29,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 SESSION_LOST = -32043
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 NODE = {"node_name": "node-a", "node_lease": 2.0}
 """The same node name at every start: a restarted node takes its own sessions back at once."""
 
