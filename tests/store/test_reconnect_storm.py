@@ -16,12 +16,14 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.hubproc import hub_nodes
 from tests.redis_server import RedisServer
 from tests.server.harness import AcpClient, acp_client
-from tests.store.test_cluster import chunks_seen, three_nodes, turns_ended, updates_of
+from tests.store.nodes import chunks_seen, turns_ended, updates_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(600)]
 
+LEASE = 2.0
 OBSERVERS = 1000
 CONNECTING = 50
 """Observers connecting at once (a storm, not a SYN flood of the test machine)."""
@@ -41,7 +43,10 @@ async def test_a_thousand_clients_of_a_killed_node_resume_elsewhere(
 ) -> None:
     cwd = tmp_path / "project"
     cwd.mkdir()
-    async with three_nodes(tmp_path, redis_server) as (a, b, c), acp_client(b.url) as driver:
+    async with (
+        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": LEASE}) as (a, b, c),
+        acp_client(b.url) as driver,
+    ):
         session_id = await driver.new_session(cwd=str(cwd))
         await driver.prompt(session_id, "slow 3 1")  # a first turn: something to replay
         await turns_ended(driver, session_id, 1)

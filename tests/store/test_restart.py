@@ -20,9 +20,9 @@ import pytest
 
 from hub.protocol.state import SessionState
 from hub.store import open_store
+from tests.hubproc import hub_process, scripted
 from tests.redis_server import RedisServer
 from tests.server.harness import AcpClient, RpcFailure, acp_client
-from tests.store.hubproc import hub_process, scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.credentials import hub_env, owner_token
+from tests.hubproc import BANNER
 from tests.support import ROOT, require_binary
 from tests.web.harness import CHROMIUM_ARGS, SCRIPTED, WAIT_MS, Embedding, HostPages, Hub
 
@@ -80,7 +81,7 @@ def hub(embedding: Embedding, tmp_path_factory: pytest.TempPathFactory) -> Itera
     # The first line announces the address, a later one the owner URL (with its token), as
     # `make demo` prints them; at EOF (the hub died) the loop ends.
     for line in process.stdout:
-        match = re.match(r"acp-hub: listening on (http://\S+)", line)
+        match = BANNER.match(line)
         if match:
             url = match.group(1)
         owner = re.match(r"acp-hub: owner URL: (http://\S+)", line)
