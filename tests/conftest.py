@@ -11,13 +11,32 @@ from hypothesis import settings
 
 from tests.credentials import hub_env
 from tests.redis_server import RedisServer
-from tests.support import hypothesis_profile, require_binary
+from tests.support import ROOT, hypothesis_profile, require_binary
 
 settings.register_profile("ci", max_examples=200, deadline=None, database=None, print_blob=True)
 settings.register_profile("dev", max_examples=100, deadline=None)
 
 
 settings.load_profile(hypothesis_profile(os.environ))
+
+SERIAL_GROUPS = {
+    # One wheel built and installed by a module fixture: its tests on one worker, built once.
+    "tests/test_package.py": "package",
+}
+"""Files whose tests share an expensive module or session fixture: under ``pytest-xdist``
+(``make unit`` runs ``-n 4 --dist loadgroup``) all the tests of a group run on one worker, so
+that the fixture is set up once; every other test goes to whichever worker is free."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group the tests of ``SERIAL_GROUPS``, and run the ``slow`` tests first (the order is the
+    same in every worker): a long test started last would leave the other workers idle."""
+    for item in items:
+        where = item.path.relative_to(ROOT).as_posix()
+        for prefix, group in SERIAL_GROUPS.items():
+            if where.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture
