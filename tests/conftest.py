@@ -27,15 +27,25 @@ SERIAL_GROUPS = {
 (``make unit`` runs ``-n 4 --dist loadgroup``) all the tests of a group run on one worker, so
 that the fixture is set up once; every other test goes to whichever worker is free."""
 
+GROUPED_BY_FILE = ("tests/web/",)
+"""Directories each of whose files runs on one worker: a browser test module drives one
+Chromium through Playwright's sync API (``tests/web/conftest.py``), which holds an event loop
+of its own in the worker's thread for as long as it runs, so that it must end (at the end of
+its module) before the worker runs an asyncio test."""
 
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group the tests of ``SERIAL_GROUPS``, and run the ``slow`` tests first (the order is the
-    same in every worker): a long test started last would leave the other workers idle."""
+    """Group the tests of ``SERIAL_GROUPS`` and ``GROUPED_BY_FILE`` (first: ``pytest-xdist``
+    reads the groups in this hook), and run the ``slow`` tests first (the order is the same in
+    every worker): a long test started last would leave the other workers idle."""
     for item in items:
         where = item.path.relative_to(ROOT).as_posix()
         for prefix, group in SERIAL_GROUPS.items():
             if where.startswith(prefix):
                 item.add_marker(pytest.mark.xdist_group(group))
+        if where.startswith(GROUPED_BY_FILE):
+            item.add_marker(pytest.mark.xdist_group(where))
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

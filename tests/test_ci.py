@@ -69,6 +69,7 @@ def test_the_hypothesis_profile_follows_the_environment() -> None:
 def test_the_suite_runs_in_parallel_and_reports_its_slowest_tests() -> None:
     makefile = (ROOT / "Makefile").read_text()
     unit = makefile.split("\nunit:", 1)[1].split("\n\n", 1)[0]
-    assert re.search(r"-n \d+", makefile), unit
+    assert re.search(r"^JOBS +\?= +[1-9]\d*$", makefile, re.M), makefile
+    assert "-n $(JOBS)" in unit, unit
     assert "--durations=25" in makefile, unit
     assert "make test" in _script()

@@ -107,8 +107,12 @@ def hub(embedding: Embedding, tmp_path_factory: pytest.TempPathFactory) -> Itera
         stdout.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_path: str) -> Iterator[Any]:
+    """Chromium, for the tests of one module. Playwright's sync API keeps an event loop running
+    in this thread while it lives, which no asyncio test of the same process could run beside:
+    it ends with the module (under ``pytest-xdist`` each browser module runs on one worker, see
+    ``GROUPED_BY_FILE`` in ``tests/conftest.py``)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
