@@ -78,7 +78,14 @@ async def replay_state(url: str, session_id: str) -> tuple[SessionState, dict[st
         result = await late.call(
             "session/resume", {"sessionId": session_id, "cwd": "/", "replayFrom": {"type": "start"}}
         )
-        return late.fold(session_id), meta(result)
+        cursor = meta(result)
+        # Only what the cursor covers: live events (its own arrival) may already follow it.
+        state = SessionState().apply_all(
+            p["update"]
+            for p in late.session_updates(session_id)
+            if meta(p).get("seq", 0) <= cursor["seq"]
+        )
+        return state, cursor
 
 
 async def held_at(
