@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,6 +36,8 @@ from tests.protocol.translation import schema
 FUZZ = settings(max_examples=int(os.environ.get("ACP_HUB_FUZZ_EXAMPLES", "150")), deadline=None)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 @FUZZ
 @given(sts.frames(), st.booleans())
 def test_parse_answers_every_frame(data: bytes, allow_batch: bool) -> None:
@@ -88,6 +91,8 @@ def test_golden_v2_updates_fold_and_render(update: dict[str, Any]) -> None:
             schema("v1").check("SessionUpdate", v1)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 @FUZZ
 @given(st.lists(sts.mutated_updates(2), min_size=1, max_size=4))
 def test_mutated_v2_updates_are_folded_or_refused_without_a_trace(updates: list[Any]) -> None:
@@ -107,6 +112,8 @@ def test_mutated_v2_updates_are_folded_or_refused_without_a_trace(updates: list[
     assert SessionState().apply_all(compact(state)).snapshot() == state.snapshot()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 @FUZZ
 @given(st.lists(sts.mutated_updates(1), min_size=1, max_size=4))
 def test_mutated_v1_updates_are_translated_or_refused_without_a_trace(updates: list[Any]) -> None:
