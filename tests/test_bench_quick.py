@@ -90,18 +90,33 @@ def test_every_scenario_check_names_a_quick_scenario() -> None:
     assert set(CHECKS) <= set(QUICK)
 
 
+def _run_bench(argv: list[str | Path]) -> subprocess.CompletedProcess[bytes]:
+    """Run the bench; on a timeout it gets SIGTERM first, on which it stops the servers it
+    started (in sessions of their own, which killing the runner alone would leave running)."""
+    with subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            try:
+                process.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate()
+            raise
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
 # One scenario per test, so that the scenarios run on several workers at once.
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("name", list(QUICK))
 def test_quick_bench_runs_the_scenario_correctly(tmp_path: Path, name: str) -> None:
     raw = tmp_path / "bench.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.bench.run", "--quick", "--scenarios", name, "--json", raw],
-        cwd=ROOT,
-        capture_output=True,
-        timeout=240,
-        check=False,
+    done = _run_bench(
+        [sys.executable, "-m", "tests.bench.run", "--quick", "--scenarios", name, "--json", raw]
     )
     log = done.stderr.decode(errors="replace")
     assert raw.exists(), log
