@@ -6,6 +6,9 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8765
 # setuptools says at every editable install that it is one (ten lines on standard error).
 QUIET_PIP := PYTHONWARNINGS="ignore:Editable installation"
+# pytest-xdist workers of `make unit` (most tests wait on agent and hub processes, so more than
+# the cores); JOBS=0 runs in this process.
+JOBS   ?= 4
 
 .PHONY: demo serve test lint typecheck unit peers bench bench-quick matrix screenshots clean
 
@@ -42,7 +45,8 @@ typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy --strict hub tests
 
 unit: $(VENV)/.installed-test
-	$(BIN)/python -m pytest --cov=hub --cov-branch --cov-report= $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup --durations=25 \
+		--cov=hub --cov-branch --cov-report= $(PYTEST_ARGS)
 	$(BIN)/python -m coverage report --include='hub/protocol/*' --fail-under=95
 
 ## make test: set up and run the whole suite (lint, types, tests, protocol coverage)

@@ -11,11 +11,48 @@ from hypothesis import settings
 
 from tests.credentials import hub_env
 from tests.redis_server import RedisServer
-from tests.support import require_binary
+from tests.support import ROOT, hypothesis_profile, require_binary
 
-settings.register_profile("ci", max_examples=200, deadline=None)
+settings.register_profile("ci", max_examples=200, deadline=None, database=None, print_blob=True)
 settings.register_profile("dev", max_examples=100, deadline=None)
-settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+settings.load_profile(hypothesis_profile(os.environ))
+
+SERIAL_GROUPS = {
+    # One wheel built and installed by a module fixture: its tests on one worker, built once.
+    "tests/test_package.py": "package",
+}
+"""Files whose tests share an expensive module or session fixture: under ``pytest-xdist``
+(``make unit`` runs ``-n 4 --dist loadgroup``) all the tests of a group run on one worker, so
+that the fixture is set up once; every other test goes to whichever worker is free."""
+
+GROUPED_BY_FILE = ("tests/web/",)
+"""Directories each of whose files runs on one worker: a browser test module drives one
+Chromium through Playwright's sync API (``tests/web/conftest.py``), which holds an event loop
+of its own in the worker's thread for as long as it runs, so that it must end (at the end of
+its module) before the worker runs an asyncio test."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group the tests of ``SERIAL_GROUPS`` and ``GROUPED_BY_FILE`` (first: ``pytest-xdist``
+    reads the groups in this hook), and run the ``slow`` tests first (the order is the same in
+    every worker): a long test started last would leave the other workers idle."""
+    for item in items:
+        where = item.path.relative_to(ROOT).as_posix()
+        for prefix, group in SERIAL_GROUPS.items():
+            if where.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+        if where.startswith(GROUPED_BY_FILE):
+            item.add_marker(pytest.mark.xdist_group(where))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The event loop of every ``pytest.mark.anyio`` test: asyncio (the hub's own)."""
+    return "asyncio"
 
 
 @pytest.fixture

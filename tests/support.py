@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,12 @@ def require_binary(name: str) -> str:
         missing(f"{name} is not installed")
         raise AssertionError("unreachable")
     return path
+
+
+def hypothesis_profile(environ: Mapping[str, str]) -> str:
+    """The Hypothesis profile of a run: ``HYPOTHESIS_PROFILE`` (``.ci/run`` sets ``ci``), else
+    ``ci`` where ``CI`` is set (as CI services do), else ``dev``."""
+    return environ.get("HYPOTHESIS_PROFILE") or ("ci" if environ.get("CI") else "dev")
 
 
 def acp_schema(version: int) -> Path:

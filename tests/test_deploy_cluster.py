@@ -49,6 +49,9 @@ def test_kustomize_renders_the_cluster(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr.decode()
     docs = _documents(done.stdout.decode())
+    # Labelled in each file, not by kustomize's `labels` field, which Debian's kubectl
+    # (kubernetes-client 1.20, the one `.ci/run` installs) does not know.
+    assert all("\n    app.kubernetes.io/part-of: acp-hub\n" in d for d in docs), docs
     found = {(_kind(d), _name(d)): d for d in docs}
     assert set(found) == {
         ("ConfigMap", "acp-hub-config"),

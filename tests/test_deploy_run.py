@@ -55,11 +55,6 @@ IMAGE_HOME = "/home/acp-hub"
 """The image user's home (``deploy/Dockerfile``): its working directory and state."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class Container:
     """One container of the topology, as a plain process."""

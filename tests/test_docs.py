@@ -335,11 +335,6 @@ async def raw_client(url: str, token: str) -> AsyncIterator[AcpClient]:
                 tg.cancel_scope.cancel()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_the_readme_tour_runs_with_the_readme_token(tmp_path: Path) -> None:
     shell = Shell(tmp_path)

@@ -10,7 +10,6 @@ without the checkout on ``sys.path``, so a file the wheel lacks is a 404, not a 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -24,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.hubproc import BANNER
 from tests.support import ROOT
 
 pytestmark = pytest.mark.slow
 
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "hub")
-LISTENING = re.compile(r"^acp-hub: listening on (http://\S+)$")
 TOKEN = "package-test-metrics-token"
 INSTALL_TIMEOUT = 300.0
 STOP_TIMEOUT = 20.0
@@ -138,7 +137,7 @@ def demo(installed: Installed, tmp_path: Path) -> Iterator[str]:
         url = None
         # The banner comes once the server listens; EOF (the hub died) ends the loop.
         for line in process.stdout:
-            match = LISTENING.match(line.strip())
+            match = BANNER.match(line.strip())
             if match:
                 url = match.group(1)
                 break

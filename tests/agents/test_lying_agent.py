@@ -36,11 +36,6 @@ for line in sys.stdin:
 """
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_a_lying_answer_is_bounded_and_a_missing_one_times_out(
     supervised: Supervised, tmp_path: Path
 ) -> None:

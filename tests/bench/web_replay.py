@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
 import statistics
 import subprocess
@@ -43,6 +42,7 @@ from playwright.sync_api import sync_playwright
 from websockets.sync.client import connect
 
 from tests.credentials import bearer, hub_env, owner_token, token
+from tests.hubproc import BANNER
 from tests.support import ROOT
 from tests.web.harness import CHROMIUM_ARGS, SCRIPTED
 
@@ -76,7 +76,7 @@ def start_hub(state: Path) -> tuple[subprocess.Popen[str], str]:
     )
     assert process.stdout is not None
     for line in process.stdout:
-        match = re.match(r"acp-hub: listening on (http://\S+)", line)
+        match = BANNER.match(line)
         if match:
             threading.Thread(target=process.stdout.read, daemon=True).start()
             return process, match.group(1)

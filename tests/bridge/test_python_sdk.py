@@ -22,11 +22,6 @@ pytestmark = pytest.mark.anyio
 TURN = "\n".join(["say hello from the hub", "permission", "tool text", "say all done"])
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def signature(update: dict[str, Any]) -> tuple[Any, ...]:
     """What an editor renders of an update: its kind, text, tool call and status."""
     content = update.get("content")

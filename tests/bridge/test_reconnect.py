@@ -24,11 +24,6 @@ SLOW_TURN = f"say start\nslow {CHUNKS} 40\nsay end"
 EXPECTED = ["start", *(f"slow {i}\n" for i in range(CHUNKS)), "end"]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def editors_connections(listener: Listener) -> list[ClientConnection]:
     return [c for c in listener.hub.connections if c.program == "sdk-editor"]
 

@@ -32,11 +32,6 @@ pytestmark = pytest.mark.anyio
 RUN_TIMEOUT = 60.0
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def demo_agent() -> AgentSpec:
     """The built-in demo agent (a whole turn: thoughts, plan, tools, a permission request),
     without its pauses."""

@@ -22,11 +22,6 @@ from tests.server.harness import scripted_agent
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class V2Editor:
     """A v2 editor on the bridge's stdio: records every message, answers nothing itself."""

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +31,8 @@ def replayed(state: SessionState) -> SessionState:
 # --- the invariant --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 @given(stream=sts.update_streams(min_size=10))
 def test_fold_of_compaction_equals_fold_of_stream(stream: list[dict[str, Any]]) -> None:
     live = fold(stream)
@@ -43,6 +46,8 @@ def test_long_v2_streams_compact_exactly(stream: list[dict[str, Any]]) -> None:
     assert replayed(live).snapshot() == live.snapshot()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 @given(stream=sts.update_streams(min_size=5), more=sts.update_streams(max_size=10))
 def test_a_replayed_client_keeps_up_with_the_live_stream(
     stream: list[dict[str, Any]], more: list[dict[str, Any]]
@@ -61,6 +66,8 @@ def test_compaction_is_a_fixed_point(stream: list[dict[str, Any]]) -> None:
     assert compact(fold(once)) == once
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 @given(stream=sts.update_streams(single=sts.v2_updates))
 def test_compacted_v2_updates_are_schema_valid(stream: list[dict[str, Any]]) -> None:
     validator = sts.session_update_validator()

@@ -8,22 +8,36 @@ import os
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hub.protocol.agent_v1 import AgentV1Translator
-from hub.protocol.checks import check
+from hub.protocol.checks import check, variant_of
 from hub.protocol.client_v1 import ClientV1Renderer
 from hub.protocol.compact import compact
 from hub.protocol.errors import PeerError
-from hub.protocol.jsonrpc import Batch, ErrorResponse, Invalid, Notification, Request, encode, parse
+from hub.protocol.jsonrpc import (
+    Batch,
+    ErrorResponse,
+    Invalid,
+    Notification,
+    Request,
+    encode,
+    is_request_id,
+    parse,
+)
 from hub.protocol.state import SessionState
+from hub.protocol.variants import REMOVED_VARIANTS
 from tests.protocol import strategies as sts
+from tests.protocol.translation import schema
 
 # More with ACP_HUB_FUZZ_EXAMPLES=10000 (the default keeps the suite quick).
 FUZZ = settings(max_examples=int(os.environ.get("ACP_HUB_FUZZ_EXAMPLES", "150")), deadline=None)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 @FUZZ
 @given(sts.frames(), st.booleans())
 def test_parse_answers_every_frame(data: bytes, allow_batch: bool) -> None:
@@ -45,22 +59,40 @@ def test_client_calls_are_well_formed(message: dict[str, Any]) -> None:
 
 @given(sts.client_messages())
 def test_client_messages_encode_and_parse_without_raising(message: Any) -> None:
-    parse(sts.encode_any(message))
+    entry = parse(sts.encode_any(message))
+    assert not isinstance(entry, Batch)  # a batch only where batches are allowed
+    if isinstance(entry, Invalid):
+        answer = orjson.loads(encode(entry))  # answered, with the message's id where valid
+        assert answer["error"]["code"] in (-32700, -32600, -32602)
+        sent_id = message.get("id") if isinstance(message, dict) else None
+        assert answer["id"] == (sent_id if is_request_id(sent_id) else None)
+    else:
+        assert parse(encode(entry)) == entry  # what is read is what would be sent on
 
 
 @given(sts.golden_update(1))
 def test_golden_v1_updates_translate_and_fold(update: dict[str, Any]) -> None:
     state = SessionState()
-    for v2 in AgentV1Translator().update(update):
+    translated = AgentV1Translator().update(update)
+    assert translated, update
+    for v2 in translated:
+        assert list(sts.session_update_validator().iter_errors(v2)) == [], v2
         state.apply(v2)
+    assert SessionState().apply_all(compact(state)).snapshot() == state.snapshot()
 
 
 @given(sts.golden_update(2))
 def test_golden_v2_updates_fold_and_render(update: dict[str, Any]) -> None:
-    SessionState().apply(update)
-    ClientV1Renderer().update(update)
+    state = SessionState()
+    state.apply(update)
+    assert SessionState().apply_all(compact(state)).snapshot() == state.snapshot()
+    for v1 in ClientV1Renderer().update(update):
+        if not variant_of(v1).startswith("_hub_"):  # the hub's own pass through to v1 clients
+            schema("v1").check("SessionUpdate", v1)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 @FUZZ
 @given(st.lists(sts.mutated_updates(2), min_size=1, max_size=4))
 def test_mutated_v2_updates_are_folded_or_refused_without_a_trace(updates: list[Any]) -> None:
@@ -80,17 +112,29 @@ def test_mutated_v2_updates_are_folded_or_refused_without_a_trace(updates: list[
     assert SessionState().apply_all(compact(state)).snapshot() == state.snapshot()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 @FUZZ
 @given(st.lists(sts.mutated_updates(1), min_size=1, max_size=4))
 def test_mutated_v1_updates_are_translated_or_refused_without_a_trace(updates: list[Any]) -> None:
     translator, state = AgentV1Translator(id_prefix="f-"), SessionState()
+
+    def options() -> tuple[list[dict[str, Any]], str | None]:
+        return translator.config_options, translator.mode_option_id
+
     for update in updates:
+        options_before = options()
         try:
             translated = translator.update(update)
         except PeerError:
+            assert options() == options_before  # a refused update changes no option or mode
             continue
         for v2 in translated:
+            assert variant_of(v2) not in REMOVED_VARIANTS, v2  # never a name v2 dropped
+            folded = state.snapshot()
             try:
                 state.apply(v2)
             except PeerError:
-                pass  # the fold checks more than translation needs
+                # the fold checks more than translation needs, and refuses without a trace
+                assert state.snapshot() == folded
+    assert SessionState().apply_all(compact(state)).snapshot() == state.snapshot()

@@ -6,10 +6,3 @@ not in the test's, and a hub served there never answers the test.
 """
 
 from __future__ import annotations
-
-import pytest
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"

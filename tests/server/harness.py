@@ -306,9 +306,14 @@ class AcpClient:
 
 
 @asynccontextmanager
-async def acp_client(url: str, version: int = 2, **hub_meta: Any) -> AsyncIterator[AcpClient]:
-    """Connect, start the reader, initialize; close on exit."""
-    async with connect(url, max_size=None, compression=None, ping_interval=None) as ws:
+async def acp_client(
+    url: str, version: int = 2, *, open_timeout: float = 10.0, **hub_meta: Any
+) -> AsyncIterator[AcpClient]:
+    """Connect (the opening handshake within ``open_timeout`` seconds), start the reader,
+    initialize; close on exit."""
+    async with connect(
+        url, max_size=None, compression=None, ping_interval=None, open_timeout=open_timeout
+    ) as ws:
         client = AcpClient(ws, version)
         async with anyio.create_task_group() as tg:
             tg.start_soon(client.reader)

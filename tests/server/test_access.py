@@ -29,16 +29,12 @@ from websockets.typing import Subprotocol
 from hub.access.tokens import TokenAuthority
 from hub.settings import Settings
 from tests.credentials import TEST_KEY, TEST_SECRET, bearer, hub_env, owner_token, token
+from tests.hubproc import BANNER
 from tests.server.harness import HubHandle, acp_client, running_hub, scripted_agent
 
 pytestmark = pytest.mark.anyio
 ACP_HUB = Path(sys.executable).parent / "acp-hub"
 INIT = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2}}'
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def refused(url: str, **options: Any) -> tuple[int, dict[str, Any]]:
@@ -286,7 +282,9 @@ async def test_tokens_never_appear_in_the_log(tmp_path: Path) -> None:
         owner_url = re.search(r"owner URL: (\S+)", text)
         assert owner_url is not None
         tokens.append(owner_url.group(1).split("#token=", 1)[1])
-        port = int(re.search(r"listening on http://127\.0\.0\.1:(\d+)", text).group(1))  # type: ignore[union-attr]
+        banner = BANNER.search(text)
+        assert banner is not None, text
+        port = int(banner.group(3))
         # The hub's own owner URL file (one per port), readable by its user only.
         owner_file = tmp_path / "state" / f"owner-url-{port}"
         assert stat.S_IMODE(owner_file.stat().st_mode) == 0o600

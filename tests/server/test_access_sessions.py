@@ -33,11 +33,6 @@ pytestmark = pytest.mark.anyio
 NOT_FOUND = -32002
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def presence_left(client: AcpClient, sid: str) -> list[dict[str, Any]]:
     """Every leave presence reported, alone or among coalesced changes."""
     left = []

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from hub.protocol.state import SessionState
 from hub.sessions.session import MAX_UPDATE_DEPTH
 from tests.server.harness import AcpClient, HubHandle, acp_client, running_hub, scripted_agent
 
@@ -57,10 +56,11 @@ async def test_an_update_nested_too_deep_is_dropped_before_the_fold(
             await late.call(
                 "session/resume", {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "start"}}
             )
-            state = SessionState()
-            for params in late.session_updates(sid):
-                if params["_meta"]["acp-hub"].get("replay"):
-                    state.apply(params["update"])
+            # The replay, then the live events that followed it (the late joiner's own arrival
+            # among them), up to the last the session holds: the session's state.
+            await late.wait_for(lambda: late.last_seq(sid) >= session.log.last_seq)
+            assert any(p["_meta"]["acp-hub"].get("replay") for p in late.session_updates(sid))
+            state = late.fold(sid)
             assert state.snapshot() == session.state.snapshot()
             assert "_x_deep" in str(state.snapshot())
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]

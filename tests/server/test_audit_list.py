@@ -16,11 +16,6 @@ FORBIDDEN = -32040
 INVALID_PARAMS = -32602
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_only_an_owner_of_the_whole_hub_reads_the_audit_trail() -> None:
     async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as owner:
         sid = await owner.new_session()

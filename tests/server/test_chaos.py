@@ -33,11 +33,6 @@ from tests.server.harness import (
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def agent_pid(hub: HubHandle, name: str) -> int:
     supervisor = hub.app.supervisor
     assert supervisor is not None

@@ -27,11 +27,6 @@ pytestmark = pytest.mark.anyio
 NO_LEEWAY = Settings(token_leeway=0.0)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def short_token(
     ttl: float = 2, *, sub: str = "brief", role: Any = "driver", now: float | None = None
 ) -> str:

@@ -11,13 +11,8 @@ from __future__ import annotations
 
 import base64
 import os
-import re
 import signal
-import subprocess
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -25,69 +20,26 @@ import anyio
 import anyio.abc
 import orjson
 import pytest
-from anyio.streams.text import TextReceiveStream
 
 from hub.protocol.agent_v1 import AgentV1Translator
 from hub.protocol.state import SessionState
-from tests.credentials import hub_env, owner_token
+from tests.hubproc import ACP_HUB, START_TIMEOUT, HubProcess, hub_command, hub_environment
 from tests.server.harness import AcpClient, acp_client
 
 pytestmark = pytest.mark.anyio
 
-ACP_HUB = Path(sys.executable).parent / "acp-hub"
-LISTENING = re.compile(r"^acp-hub: listening on http://127\.0\.0\.1:(\d+)$")
 PROMPT = "How do I sort a list of names?"
-START_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "ACP_HUB_CONFIG"}
-    return {**env, "ACP_HUB_DEMO_FAST": "1", "HOME": str(tmp_path), **hub_env(tmp_path / "state")}
+    return hub_environment(tmp_path, {"ACP_HUB_DEMO_FAST": "1"})
 
 
-@dataclass
-class Demo:
-    process: anyio.abc.Process
-    port: int
-    stderr: Path
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/acp?token={owner_token()}"
-
-
-@asynccontextmanager
-async def demo_hub(tmp_path: Path, *args: str) -> AsyncIterator[Demo]:
-    """``acp-hub demo --port 0 ARGS`` until its banner names the port; killed if still running."""
-    stderr = tmp_path / "hub.stderr"
-    with stderr.open("wb") as err:
-        process = await anyio.open_process(
-            [str(ACP_HUB), "demo", "--port", "0", *args],
-            env=_env(tmp_path),
-            cwd=tmp_path,  # the demo's workspace root: the directory it was started in
-            stdin=subprocess.DEVNULL,
-            stderr=err,
-        )
-    try:
-        assert process.stdout is not None
-        seen = ""
-        port = None
-        with anyio.fail_after(START_TIMEOUT):
-            async for text in TextReceiveStream(process.stdout):
-                seen += text
-                lines = seen.splitlines()
-                match = next((m for m in map(LISTENING.match, lines) if m), None)
-                if match is not None:
-                    port = int(match.group(1))
-                    break
-        assert port is not None, f"no banner: {seen!r} {stderr.read_text()}"
-        yield Demo(process, port, stderr)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        await process.aclose()
+def demo_hub(tmp_path: Path, *args: str) -> AbstractAsyncContextManager[HubProcess]:
+    """``acp-hub demo --port 0 ARGS`` in ``tmp_path`` (the demo's workspace root: the directory
+    it was started in), until its banner names the port; killed if still running."""
+    return hub_command(tmp_path, "demo", "--port", "0", *args, env={"ACP_HUB_DEMO_FAST": "1"})
 
 
 def _stat(pid: int) -> tuple[int, int] | None:

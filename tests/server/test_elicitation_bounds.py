@@ -21,11 +21,6 @@ from tests.server.test_arbitration import elicitations, resume
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def completions(client: AcpClient) -> list[str]:
     return [
         n["params"]["elicitationId"]

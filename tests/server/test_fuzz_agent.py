@@ -40,7 +40,7 @@ from hub.settings import Settings
 from tests.protocol.strategies import json_values, v2_updates
 from tests.server.harness import AcpClient, HubHandle, acp_client, running_hub, scripted_agent
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.timeout(300)]
 
 MESSAGES = int(os.environ.get("ACP_HUB_FUZZ_MESSAGES", "2000"))
 SEED = int(os.environ.get("ACP_HUB_FUZZ_SEED", str(random.randrange(1 << 30))))

@@ -45,7 +45,7 @@ from websockets.exceptions import ConnectionClosed
 from hub.settings import Settings
 from tests.server.harness import AcpClient, acp_client, running_hub, scripted_agent
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 MESSAGES = int(os.environ.get("ACP_HUB_FUZZ_MESSAGES", "2000"))
 SEED = int(os.environ.get("ACP_HUB_FUZZ_SEED", str(random.randrange(1 << 30))))

@@ -53,11 +53,6 @@ AGENT_METHODS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def refusal(client: AcpClient, method: str, params: dict[str, Any]) -> dict[str, Any]:
     with pytest.raises(RpcFailure) as refused:
         await client.call(method, params)

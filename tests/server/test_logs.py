@@ -23,6 +23,7 @@ from websockets.sync.client import connect
 
 from hub.server import logs
 from tests.credentials import bearer, owner_token
+from tests.hubproc import BANNER
 from tests.server.harness import AcpClient, acp_client, running_hub, scripted_agent
 from tests.support import ROOT
 
@@ -168,9 +169,9 @@ def test_the_installed_command_logs_json_lines(tmp_path: Any) -> None:
     try:
         url = None
         for line in process.stdout:
-            match = re.match(r"acp-hub: listening on http://(\S+)", line)
+            match = BANNER.match(line)
             if match:
-                url = match.group(1)
+                url = f"{match.group(2)}:{match.group(3)}"
                 break
         assert url is not None, stderr_path.read_text()
         # The credential in the header; a bogus one in the URL, which must not reach the log.

@@ -23,11 +23,6 @@ pytestmark = pytest.mark.anyio
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 2}}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def unsigned(claims: dict[str, Any]) -> str:
     def part(value: Any) -> str:
         return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()

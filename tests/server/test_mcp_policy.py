@@ -20,11 +20,6 @@ SHOP = {"shop": {"issuer": "https://shop.example", "secret": SHOP_SECRET, "max_r
 SERVER: dict[str, object] = {"type": "stdio", "name": "t", "command": "true", "args": [], "env": []}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def shop_owner() -> str:
     now = int(time.time())
     claims = {

@@ -16,11 +16,6 @@ pytestmark = pytest.mark.anyio
 URL = "http://127.0.0.1:9"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_a_connection_forgotten_before_it_is_placed_is_never_placed(
     redis_server: RedisServer,
 ) -> None:

@@ -23,11 +23,6 @@ from tests.server.test_arbitration import (
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def records(client: AcpClient, sid: str) -> list[dict[str, Any]]:
     return hub_updates(client, sid, "_hub_permission")
 

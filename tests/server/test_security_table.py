@@ -48,11 +48,6 @@ NOT_FOUND = -32002
 _subs = itertools.count()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass(frozen=True, slots=True)
 class Row:
     name: str

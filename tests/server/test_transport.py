@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import tomllib
 from collections.abc import AsyncIterator
+from importlib.metadata import version
 
 import anyio
 import pytest
@@ -14,6 +16,18 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import Frame, Opcode
 
 from hub.server.transport import AsgiFrameWriter, held_writes, wire_frame
+from tests.support import ROOT
+
+
+def test_uvicorn_is_pinned_to_the_releases_these_tests_passed_on() -> None:
+    # The direct path and hub.server.wsprotocol use uvicorn internals (docs/internals.md, "The
+    # uvicorn pin"): a release outside the pin must not install, and the tests run inside it.
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (pin,) = [r for r in map(Requirement, project["dependencies"]) if r.name == "uvicorn"]
+    assert any(spec.operator == "<" for spec in pin.specifier), pin
+    assert version("uvicorn") in pin.specifier, (version("uvicorn"), pin)
 
 
 @pytest.mark.parametrize("size", [0, 1, 125, 126, 127, 65535, 65536, 200_000])

@@ -26,11 +26,6 @@ pytestmark = pytest.mark.anyio
 ACP_HUB = Path(sys.executable).parent / "acp-hub"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def forwarded(address: str) -> dict[str, str]:
     return {"X-Forwarded-For": address}
 

@@ -14,17 +14,12 @@ import pytest
 
 from hub.protocol.errors import REQUEST_CANCELLED, RpcError
 from hub.sessions.session import Session
-from tests.sessions.test_session import ALLOW, OPTIONS, Client, ask, hub_session, join, text, until
+from tests.sessions.harness import ALLOW, OPTIONS, Client, ask, hub_session, join, text, until
 
 pytestmark = pytest.mark.anyio
 
 REJECT = {"outcome": {"outcome": "selected", "optionId": "deny"}}
 TOOL = {"toolCallId": "call-1", "title": "Write to config.toml", "kind": "edit"}
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def records(client: Client) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from hub.protocol.display import TITLE_MAX_CHARS
-from tests.sessions.test_session import Client, hub_session, idle, join, text, until
+from tests.sessions.harness import Client, hub_session, idle, join, text, until
 
 pytestmark = pytest.mark.anyio
 
@@ -22,11 +22,6 @@ HOSTILE_OPTIONS = [
     {"optionId": "c", "name": "Cancel", "kind": "allow_once"},
 ]
 CANCELLED = {"outcome": {"outcome": "cancelled"}}
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def user(message_id: str, value: str) -> dict[str, Any]:

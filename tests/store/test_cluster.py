@@ -11,111 +11,31 @@ gap or a duplicate, and the session is promptable again.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
-from hub.protocol.state import SessionState
+from tests.hubproc import hub_nodes
 from tests.redis_server import RedisServer
 from tests.server.harness import AcpClient, acp_client
-from tests.store.hubproc import HubProcess, hub_process, scripted
+from tests.store.nodes import (
+    agent_status,
+    chunks_seen,
+    fold_upto,
+    idle,
+    seen_up_to,
+    seqs_contiguous,
+    turns_ended,
+    updates_of,
+    watch,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 LEASE = 2.0
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@asynccontextmanager
-async def three_nodes(
-    tmp_path: Path, redis: RedisServer, **hub: Any
-) -> AsyncIterator[list[HubProcess]]:
-    """Nodes ``node-a``, ``node-b``, ``node-c`` on ``redis`` (more ``[hub]`` settings: ``hub``)."""
-    state = tmp_path / "agent-state"
-    state.mkdir()
-    agent = scripted("--state-dir", str(state))
-    async with AsyncExitStack() as stack:
-        nodes = [
-            await stack.enter_async_context(
-                hub_process(
-                    tmp_path,
-                    redis.url,
-                    agent,
-                    name=f"node-{n}",
-                    hub={"node_name": f"node-{n}", "node_lease": LEASE, **hub},
-                )
-            )
-            for n in "abc"
-        ]
-        yield nodes
-        for node in nodes:
-            assert "Traceback" not in node.log(), node.log()
-
-
-def seqs_contiguous(client: AcpClient, session_id: str) -> list[int]:
-    seqs = client.seqs(session_id)
-    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs
-    return seqs
-
-
-def updates_of(client: AcpClient, session_id: str, variant: str) -> list[dict[str, Any]]:
-    return [
-        p["update"]
-        for p in client.session_updates(session_id)
-        if p["update"].get("sessionUpdate") == variant
-    ]
-
-
-async def turns_ended(client: AcpClient, session_id: str, count: int) -> None:
-    await client.wait_for(lambda: client.idle_count(session_id) >= count)
-
-
-def fold_upto(client: AcpClient, session_id: str, seq: int) -> dict[str, Any]:
-    """The state ``client`` folded from what it got up to event ``seq`` (replay included)."""
-    state = SessionState()
-    for params in client.session_updates(session_id):
-        if params.get("_meta", {}).get("acp-hub", {}).get("seq", 0) <= seq:
-            state.apply(params["update"])
-    return state.snapshot()
-
-
-async def seen_up_to(client: AcpClient, session_id: str, seq: int) -> None:
-    await client.wait_for(lambda: client.last_seq(session_id) >= seq)
-
-
-async def chunks_seen(client: AcpClient, session_id: str, count: int) -> None:
-    await client.wait_for(
-        lambda: len(updates_of(client, session_id, "agent_message_chunk")) >= count
-    )
-
-
-async def agent_status(client: AcpClient, session_id: str, status: str, within: float) -> None:
-    await client.wait_for(
-        lambda: any(
-            u.get("status") == status for u in updates_of(client, session_id, "_hub_agent")
-        ),
-        timeout=within,
-    )
-
-
-async def idle(client: AcpClient, session_id: str) -> None:
-    await client.wait_for(lambda: client.fold(session_id).foreground == "idle")
-
-
-async def watch(client: AcpClient, session_id: str) -> int:
-    """Attach ``client`` with a full replay; the seq its state covers."""
-    result = await client.call(
-        "session/resume", {"sessionId": session_id, "cwd": "/", "replayFrom": {"type": "start"}}
-    )
-    return int(result["_meta"]["acp-hub"]["seq"])
 
 
 async def test_any_node_lists_follows_and_prompts_every_session(
@@ -123,7 +43,10 @@ async def test_any_node_lists_follows_and_prompts_every_session(
 ) -> None:
     cwd = tmp_path / "project"
     cwd.mkdir()
-    async with three_nodes(tmp_path, redis_server) as (a, b, c), AsyncExitStack() as stack:
+    async with (
+        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": LEASE}) as (a, b, c),
+        AsyncExitStack() as stack,
+    ):
         driver = await stack.enter_async_context(acp_client(a.url))
         session_id = await driver.new_session(cwd=str(cwd))
         observers = [await stack.enter_async_context(acp_client(n.url)) for n in (a, b, c)]
@@ -166,7 +89,10 @@ async def test_the_owner_killed_another_node_takes_over(
 ) -> None:
     cwd = tmp_path / "project"
     cwd.mkdir()
-    async with three_nodes(tmp_path, redis_server) as (a, b, c), AsyncExitStack() as stack:
+    async with (
+        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": LEASE}) as (a, b, c),
+        AsyncExitStack() as stack,
+    ):
         driver = await stack.enter_async_context(acp_client(a.url))
         session_id = await driver.new_session(cwd=str(cwd))
         watchers = [await stack.enter_async_context(acp_client(n.url)) for n in (b, c)]
@@ -236,7 +162,10 @@ async def test_permissions_and_presence_span_every_node(
 ) -> None:
     cwd = tmp_path / "project"
     cwd.mkdir()
-    async with three_nodes(tmp_path, redis_server) as (a, b, c), AsyncExitStack() as stack:
+    async with (
+        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": LEASE}) as (a, b, c),
+        AsyncExitStack() as stack,
+    ):
         driver = await stack.enter_async_context(acp_client(a.url))
         session_id = await driver.new_session(cwd=str(cwd))
         on_b, on_c = [await stack.enter_async_context(acp_client(n.url)) for n in (b, c)]
@@ -289,7 +218,10 @@ async def test_a_node_that_lost_its_lease_moves_its_clients(
     with their cursors, exactly."""
     cwd = tmp_path / "project"
     cwd.mkdir()
-    async with three_nodes(tmp_path, redis_server) as (a, b, _), AsyncExitStack() as stack:
+    async with (
+        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": LEASE}) as (a, b, _),
+        AsyncExitStack() as stack,
+    ):
         client = await stack.enter_async_context(acp_client(a.url))
         session_id = await client.new_session(cwd=str(cwd))
         await client.prompt(session_id, "say before the move")
@@ -334,7 +266,10 @@ async def test_policies_config_and_close_from_another_node(
 ) -> None:
     cwd = tmp_path / "project"
     cwd.mkdir()
-    async with three_nodes(tmp_path, redis_server) as (a, b, c), AsyncExitStack() as stack:
+    async with (
+        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": LEASE}) as (a, b, c),
+        AsyncExitStack() as stack,
+    ):
         owner = await stack.enter_async_context(acp_client(a.url))
         session_id = await owner.new_session(cwd=str(cwd))
         on_b, on_c = [await stack.enter_async_context(acp_client(n.url)) for n in (b, c)]

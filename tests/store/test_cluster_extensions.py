@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.hubproc import hub_nodes
 from tests.redis_server import RedisServer
 from tests.server.harness import acp_client
-from tests.store.test_cluster import three_nodes, turns_ended, updates_of, watch
+from tests.store.nodes import turns_ended, updates_of, watch
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -24,7 +25,10 @@ async def test_extension_requests_cross_nodes_both_ways(
 ) -> None:
     cwd = tmp_path / "project"
     cwd.mkdir()
-    async with three_nodes(tmp_path, redis_server) as (a, b, _c), AsyncExitStack() as stack:
+    async with (
+        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": 2.0}) as (a, b, _c),
+        AsyncExitStack() as stack,
+    ):
         owner = await stack.enter_async_context(acp_client(a.url))
         session_id = await owner.new_session(cwd=str(cwd))
         on_b = await stack.enter_async_context(acp_client(b.url))

@@ -21,25 +21,22 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.hubproc import hub_nodes
 from tests.redis_server import RedisServer
 from tests.server.harness import AcpClient, acp_client
-from tests.store.test_cluster import (
+from tests.store.nodes import (
     agent_status,
     chunks_seen,
     fold_upto,
     seen_up_to,
     seqs_contiguous,
-    three_nodes,
     turns_ended,
     watch,
 )
 
+LEASE = 2.0
+
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def permission_requests(client: AcpClient) -> list[dict[str, Any]]:
@@ -65,7 +62,11 @@ async def test_the_approvers_node_dies_and_it_answers_through_another(
     cwd = tmp_path / "project"
     cwd.mkdir()
     async with (
-        three_nodes(tmp_path, redis_server, answer_grace=60) as (a, b, c),
+        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": LEASE, "answer_grace": 60}) as (
+            a,
+            b,
+            c,
+        ),
         AsyncExitStack() as stack,
     ):
         owner = await stack.enter_async_context(acp_client(a.url, role="viewer"))
@@ -108,7 +109,7 @@ async def test_a_prompt_during_failover_runs_on_the_next_owner_without_an_error(
     cwd = tmp_path / "project"
     cwd.mkdir()
     async with (
-        three_nodes(tmp_path, redis_server, node_lease=10.0) as (a, b, c),
+        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": 10.0}) as (a, b, c),
         AsyncExitStack() as stack,
     ):
         driver = await stack.enter_async_context(acp_client(a.url))

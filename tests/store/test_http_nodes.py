@@ -12,8 +12,6 @@ another principal's token is refused there; a connection whose node was killed i
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,40 +22,14 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.credentials import owner_token, token
+from tests.hubproc import HubProcess, hub_nodes
 from tests.redis_server import RedisServer
 from tests.server.harness import acp_client
 from tests.server.http_client import HttpAcp, http_acp
-from tests.store.hubproc import HubProcess, hub_process, scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 LEASE = 2.0
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@asynccontextmanager
-async def three_nodes(tmp_path: Path, redis: RedisServer) -> AsyncIterator[list[HubProcess]]:
-    # One agent state directory: a node taking a session over resumes it at its agent.
-    state = tmp_path / "agent-state"
-    state.mkdir()
-    async with AsyncExitStack() as stack:
-        nodes = [
-            await stack.enter_async_context(
-                hub_process(
-                    tmp_path,
-                    redis.url,
-                    scripted("--state-dir", str(state)),
-                    name=f"node-{n}",
-                    hub={"node_name": f"node-{n}", "node_lease": LEASE},
-                )
-            )
-            for n in "abc"
-        ]
-        yield nodes
 
 
 def acp(node: HubProcess, credential: str | None = None) -> str:
@@ -95,7 +67,7 @@ async def test_a_round_robin_client_sees_every_update_once_and_in_order(
 ) -> None:
     cwd = tmp_path / "project"
     cwd.mkdir()
-    async with three_nodes(tmp_path, redis_server) as (a, b, c):
+    async with hub_nodes(tmp_path, redis_server.url, hub={"node_lease": LEASE}) as (a, b, c):
         route = [acp(b), acp(a), acp(c)]
         async with (
             http_acp(acp(a), route=route) as client,
@@ -168,7 +140,7 @@ async def test_a_session_stream_opens_before_the_resume_on_a_node_not_following_
     cwd = tmp_path / "project"
     cwd.mkdir()
     async with (
-        three_nodes(tmp_path, redis_server) as (a, b, c),
+        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": LEASE}) as (a, b, c),
         acp_client(a.url) as driver,
     ):
         session_id = await driver.new_session(cwd=str(cwd))
@@ -211,7 +183,7 @@ async def test_another_principal_cannot_use_a_connection_through_any_node(
     cwd = tmp_path / "project"
     cwd.mkdir()
     async with (
-        three_nodes(tmp_path, redis_server) as (a, b, _),
+        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": LEASE}) as (a, b, _),
         http_acp(acp(a)) as client,
         httpx.AsyncClient(timeout=10) as attacker,
     ):
@@ -255,7 +227,7 @@ async def test_a_connection_whose_node_was_killed_is_answered_404_elsewhere(
     cwd = tmp_path / "project"
     cwd.mkdir()
     async with (
-        three_nodes(tmp_path, redis_server) as (a, b, c),
+        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": LEASE}) as (a, b, c),
         httpx.AsyncClient() as http,
         aioredis.Redis.from_url(redis_server.url) as store,
     ):
@@ -334,7 +306,10 @@ async def test_an_initialize_with_another_nodes_cookie_starts_a_connection_where
         "params": {"protocolVersion": 2, "info": {"name": "jar", "version": "1"}},
     }
     json = {"Content-Type": "application/json"}
-    async with three_nodes(tmp_path, redis_server) as (a, b, _), httpx.AsyncClient() as jar:
+    async with (
+        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": LEASE}) as (a, b, _),
+        httpx.AsyncClient() as jar,
+    ):
         first = await jar.post(acp(a), content=orjson.dumps(init), headers=json)
         assert first.status_code == 200, first.text
         old = first.headers["acp-connection-id"]

@@ -24,11 +24,6 @@ pytestmark = pytest.mark.anyio
 __all__ = ["store_url"]  # the fixture, run against every store
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @asynccontextmanager
 async def two(url: str) -> AsyncIterator[tuple[Store, Store]]:
     """Two instances of the store ``url`` names, both running (the memory store: one)."""

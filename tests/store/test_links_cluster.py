@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -27,38 +27,13 @@ from websockets.exceptions import InvalidStatus
 
 from hub.store import open_store
 from tests.credentials import AUTHORITY
+from tests.hubproc import HubProcess, hub_nodes, hub_process, scripted
 from tests.redis_server import RedisServer
 from tests.server.harness import AcpClient, RpcFailure, acp_client
-from tests.store.hubproc import HubProcess, hub_process, scripted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 WAIT = 10.0
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@asynccontextmanager
-async def two_nodes(tmp_path: Path, redis: RedisServer) -> AsyncIterator[list[HubProcess]]:
-    async with AsyncExitStack() as stack:
-        nodes = [
-            await stack.enter_async_context(
-                hub_process(
-                    tmp_path / f"node-{n}",
-                    redis.url,
-                    scripted(),
-                    name=f"node-{n}",
-                    hub={"node_name": f"node-{n}"},
-                )
-            )
-            for n in "ab"
-        ]
-        yield nodes
-        for node in nodes:
-            assert "Traceback" not in node.log(), node.log()
 
 
 def with_token(node: HubProcess, token: str) -> str:
@@ -110,7 +85,10 @@ async def share(owner: AcpClient, session_id: str, **params: Any) -> dict[str, A
 async def test_a_link_works_on_every_node_and_is_revoked_on_every_node(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    async with two_nodes(tmp_path, redis_server) as (a, b), AsyncExitStack() as stack:
+    async with (
+        hub_nodes(tmp_path, redis_server.url, "ab", agent=scripted()) as (a, b),
+        AsyncExitStack() as stack,
+    ):
         owner_a = await stack.enter_async_context(acp_client(a.url))
         sid = await new_session(owner_a, tmp_path)
         link = await share(owner_a, sid, label="for bob")
@@ -150,7 +128,10 @@ async def test_a_link_works_on_every_node_and_is_revoked_on_every_node(
 
 
 async def test_max_uses_holds_across_nodes(tmp_path: Path, redis_server: RedisServer) -> None:
-    async with two_nodes(tmp_path, redis_server) as (a, b), acp_client(a.url) as owner:
+    async with (
+        hub_nodes(tmp_path, redis_server.url, "ab", agent=scripted()) as (a, b),
+        acp_client(a.url) as owner,
+    ):
         sid = await new_session(owner, tmp_path)
         link = await share(owner, sid, maxUses=1)
         results: list[str] = []
@@ -240,7 +221,10 @@ def legacy_child(parent_id: str, session_id: str) -> tuple[dict[str, Any], str]:
 async def test_a_link_manages_no_links_on_any_node_and_takes_its_children_along(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    async with two_nodes(tmp_path, redis_server) as (a, b), AsyncExitStack() as stack:
+    async with (
+        hub_nodes(tmp_path, redis_server.url, "ab", agent=scripted()) as (a, b),
+        AsyncExitStack() as stack,
+    ):
         owner_a = await stack.enter_async_context(acp_client(a.url))
         sid = await new_session(owner_a, tmp_path)
         parent = await share(owner_a, sid, role="owner", expiresIn=120, maxUses=3)

@@ -13,10 +13,10 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.hubproc import HubProcess, hub_nodes, hub_process, scripted
 from tests.redis_server import RedisServer
 from tests.server.harness import AcpClient, acp_client
-from tests.store.hubproc import HubProcess, hub_process, scripted
-from tests.store.test_cluster import (
+from tests.store.nodes import (
     chunks_seen,
     fold_upto,
     seen_up_to,
@@ -27,11 +27,6 @@ from tests.store.test_cluster import (
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _status(url: str) -> int:
@@ -58,15 +53,9 @@ def resets(client: AcpClient, session_id: str) -> int:
 async def test_redis_stalled_then_restarted(tmp_path: Path, redis_server: RedisServer) -> None:
     cwd = tmp_path / "project"
     cwd.mkdir()
-    agent = scripted()
-    hub = {"node_lease": 8.0}
+    nodes = hub_nodes(tmp_path, redis_server.url, "ab", agent=scripted(), hub={"node_lease": 8.0})
     async with AsyncExitStack() as stack:
-        a = await stack.enter_async_context(
-            hub_process(tmp_path, redis_server.url, agent, name="a", hub=hub)
-        )
-        b = await stack.enter_async_context(
-            hub_process(tmp_path, redis_server.url, agent, name="b", hub=hub)
-        )
+        a, b = await stack.enter_async_context(nodes)
         await ready_becomes(a, True)
         driver = await stack.enter_async_context(acp_client(a.url))
         session_id = await driver.new_session(cwd=str(cwd))

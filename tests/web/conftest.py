@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.credentials import hub_env, owner_token
+from tests.hubproc import BANNER
 from tests.support import ROOT, require_binary
 from tests.web.harness import (
     CHROMIUM_ARGS,
@@ -93,7 +94,7 @@ def hub(embedding: Embedding, tmp_path_factory: pytest.TempPathFactory) -> Itera
     # The first line announces the address, a later one the owner URL (with its token), as
     # `make demo` prints them; at EOF (the hub died) the loop ends.
     for line in process.stdout:
-        match = re.match(r"acp-hub: listening on (http://\S+)", line)
+        match = BANNER.match(line)
         if match:
             url = match.group(1)
         owner = re.match(r"acp-hub: owner URL: (http://\S+)", line)
@@ -119,8 +120,12 @@ def hub(embedding: Embedding, tmp_path_factory: pytest.TempPathFactory) -> Itera
         stdout.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_path: str) -> Iterator[Any]:
+    """Chromium, for the tests of one module. Playwright's sync API keeps an event loop running
+    in this thread while it lives, which no asyncio test of the same process could run beside:
+    it ends with the module (under ``pytest-xdist`` each browser module runs on one worker, see
+    ``GROUPED_BY_FILE`` in ``tests/conftest.py``)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from hub.protocol.compact import compact
@@ -321,6 +322,8 @@ def test_edge_cases_fold_alike(module_page: Any) -> None:
     assert_same_folds(module_page, edge_streams())
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 @settings(
     max_examples=150,
     deadline=None,
