@@ -274,7 +274,7 @@ async def test_an_agent_killed_during_a_replay(caplog: pytest.LogCaptureFixture)
             )
             await owner.wait_for(lambda: len(session.attached) == 2)
             joiner_outbox = next(
-                a.client.outbox for a in session.attached.values() if a.client.name == "joiner"
+                a.client.outbox for a in session.attached.values() if a.client.program == "joiner"
             )
             assert isinstance(joiner_outbox, Outbox)
             assert joiner_outbox.catching_up  # the replay is under way, not all written

@@ -307,7 +307,12 @@ async def test_an_initialize_with_another_nodes_cookie_starts_a_connection_where
     }
     json = {"Content-Type": "application/json"}
     async with (
-        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": LEASE}) as (a, b, _),
+        # The nodes trust each other's X-Forwarded-Proto (they are each other's proxies).
+        hub_nodes(
+            tmp_path,
+            redis_server.url,
+            hub={"node_lease": LEASE, "trusted_proxies": ["127.0.0.1"]},
+        ) as (a, b, _),
         httpx.AsyncClient() as jar,
     ):
         first = await jar.post(acp(a), content=orjson.dumps(init), headers=json)
