@@ -193,7 +193,9 @@ def test_dashboard_cards_and_start_form(hub: Hub, new_page: NewPage, size: str) 
     # While a request waits, the card shows it, not the previous turn's answer.
     pending = card(page, waiting)
     expect(pending.locator(".card-body")).to_have_attribute("data-shows", "request")
-    expect(pending.locator(".card-permission")).to_contain_text("Permission: ")
+    request = pending.locator(".card-permission")
+    expect(request.locator(".permission-kicker")).to_have_text("The agent asks for permission")
+    expect(request.locator(".request-subject")).to_contain_text("What it will do")
     expect(pending.locator(".card-answer")).to_have_count(0)
     expect(pending.get_by_role("button", name=re.compile("^Allow once"))).to_be_visible()
 

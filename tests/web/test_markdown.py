@@ -296,7 +296,12 @@ PLAIN_CASES: list[tuple[str, str, str]] = [
     (
         "image and autolink",
         "![a cat](https://e.com/c.png) <https://e.com>",
-        "image: a cat https://e.com",
+        "image: a cat (e.com) https://e.com",
+    ),
+    (
+        "a link's host stays beside its text",
+        "see [the docs](https://evil.example/x)",
+        "see the docs (evil.example)",
     ),
     ("an unsafe link stays literal", "[x](javascript:alert(1))", "[x](javascript:alert(1))"),
     ("escapes", r"\*not emphasis\*", "*not emphasis*"),

@@ -68,6 +68,14 @@ export class Dialogs {
     dialog.setAttribute('aria-labelledby', titleId);
     const known = this.model.tools.get(String(params?.subject?.toolCall?.toolCallId));
     dialog.append(...requestNodes(params, known, titleId));
+    // The subject may scroll inside the dialog (a phone): reachable with the keyboard, never
+    // focused by the page.
+    const subject = dialog.querySelector('.request-subject');
+    if (subject instanceof HTMLElement) {
+      subject.tabIndex = 0;
+      subject.setAttribute('role', 'region');
+      subject.setAttribute('aria-label', 'What it will do');
+    }
     dialog.append(
       optionButtons(params?.options, (optionId) => {
         this.actions.answer(requestId, optionId);
