@@ -179,7 +179,7 @@ class MemoryLinkStore:
 
     def add(self, link: ShareLink) -> None:
         self.links[link.link_id] = link
-        self._changed()
+        self._changed(link)
 
     def get(self, link_id: str) -> ShareLink | None:
         return self.links.get(link_id)
@@ -196,7 +196,7 @@ class MemoryLinkStore:
             return link
         link = replace(link, revoked_at=time.time(), revoked_by=by)
         self.links[link_id] = link
-        self._changed()
+        self._changed(link)
         return link
 
     async def use(self, link_id: str) -> ShareLink:
@@ -208,7 +208,7 @@ class MemoryLinkStore:
         link = replace(link, uses=link.uses + 1)
         self.links[link_id] = link
         if link.max_uses is not None:
-            self._changed()  # only a bounded link's count must survive a restart
+            self._changed(link)  # only a bounded link's count must survive a restart
         return link
 
     async def fetch(self, link_id: str) -> ShareLink | None:
@@ -217,8 +217,8 @@ class MemoryLinkStore:
     async def flush(self) -> None:
         """Nothing to wait for: every change is written before the call that made it ends."""
 
-    def _changed(self) -> None:
-        pass
+    def _changed(self, link: ShareLink) -> None:
+        """``link`` was added, revoked or used (a bounded one): the place to keep it."""
 
 
 class FileLinkStore(MemoryLinkStore):
@@ -245,7 +245,7 @@ class FileLinkStore(MemoryLinkStore):
                 raise ValueError(f"{path}: a share link record is damaged: {exc}") from None
             self.links[link.link_id] = link
 
-    def _changed(self) -> None:
+    def _changed(self, link: ShareLink) -> None:
         horizon = time.time() - self.keep_expired
         self.links = {k: v for k, v in self.links.items() if v.expires_at >= horizon}
         body = {"version": 1, "links": [asdict(link) for link in self.links.values()]}

@@ -26,15 +26,12 @@ import anyio
 
 from hub.access.audit import AuditSink
 from hub.store.base import Store
+from hub.store.writebehind import Retry, WriteBehind
 
 log = logging.getLogger("hub.store")
 
 QUEUE_LIMIT = 10_000
 """Entries waiting for the store at most (older ones are dropped from the store's copy)."""
-RETRY_MAX = 2.0
-"""The longest pause between two attempts at a failed write (it doubles from 50 ms)."""
-CLOSE_TIMEOUT = 5.0
-"""How long stopping waits for the queued entries to be written."""
 
 
 class StoredAudit:
@@ -46,12 +43,8 @@ class StoredAudit:
         self.also = also
         """The file sink every entry also goes to (``None``: the store only)."""
         self.node = store.node if store.shared else None
-        self._queue: list[dict[str, Any]] = []
-        self._wake = anyio.Event()
-        self._progress = anyio.Event()
-        self._taken = 0
-        self._done = 0
-        self._running = False
+        self._writes: WriteBehind[dict[str, Any]] = WriteBehind(self._write, "audit writer")
+        self._retry = Retry(log, "audit")
         self.dropped = 0
 
     def record(self, event: str, **fields: Any) -> None:
@@ -65,13 +58,13 @@ class StoredAudit:
         entry.update(fields)
         if self.node is not None:
             entry.setdefault("node", self.node)
-        self._queue.append(entry)
-        if len(self._queue) > QUEUE_LIMIT:
+        queue = self._writes.queue
+        self._writes.put(entry)
+        if len(queue) > QUEUE_LIMIT:
             if not self.dropped:
                 log.error("! audit: the store does not take entries; dropping the oldest")
-            self.dropped += len(self._queue) - QUEUE_LIMIT
-            del self._queue[: len(self._queue) - QUEUE_LIMIT]
-        self._wake.set()
+            self.dropped += len(queue) - QUEUE_LIMIT
+            del queue[: len(queue) - QUEUE_LIMIT]
 
     async def read(self, before: str | None, limit: int) -> list[tuple[str, dict[str, Any]]]:
         """Up to ``limit`` stored entries older than ``before``, newest first (see
@@ -80,56 +73,30 @@ class StoredAudit:
 
     async def flush(self) -> None:
         """Return once every entry recorded before the call is in the store."""
-        target = self._taken + 1 if self._queue else self._taken
-        while self._done < target:
-            if not self._running:
-                raise RuntimeError("the audit trail is not being written")
-            await self._progress.wait()
+        await self._writes.flush()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[StoredAudit]:
         """Write the queue until the block ends; leaving it writes what is queued (for up
-        to ``CLOSE_TIMEOUT``)."""
+        to ``hub.store.writebehind.CLOSE_TIMEOUT``)."""
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._writer, name="audit writer")
-            self._running = True
-            try:
+            async with self._writes.running(tg):
                 yield self
-            finally:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT):
-                    await self.flush()
-                self._running = False
-                tg.cancel_scope.cancel()
+            tg.cancel_scope.cancel()
 
-    async def _writer(self) -> None:
-        pause = 0.05
-        failing = False
-        while True:
-            await self._wake.wait()
-            self._wake = anyio.Event()
-            batch, self._queue = self._queue, []
-            self._taken += 1
-            while batch:
-                try:
-                    await self.store.append_audit(batch, self.keep)
-                except Exception as exc:  # the store's and its client's errors alike
-                    if not failing:
-                        log.warning("! audit: writing to the store failed, retrying: %s", exc)
-                    failing = True
-                    await anyio.sleep(pause)
-                    pause = min(pause * 2, RETRY_MAX)
-                    # Entries recorded meanwhile join the batch (it stays bounded).
-                    batch = (batch + self._queue)[-QUEUE_LIMIT:]
-                    self._queue = []
-                    continue
-                if failing:
-                    log.warning("= audit: writing to the store again")
-                failing = False
-                pause = 0.05
-                batch = []
-            self._done = self._taken
-            self._progress.set()
-            self._progress = anyio.Event()
+    async def _write(self, batch: list[dict[str, Any]]) -> None:
+        while batch:
+            try:
+                await self.store.append_audit(batch, self.keep)
+            except Exception as exc:  # the store's and its client's errors alike
+                await self._retry.failed(exc)
+                # Entries recorded meanwhile join the batch (it stays bounded).
+                queue = self._writes.queue
+                batch = (batch + queue)[-QUEUE_LIMIT:]
+                queue.clear()
+                continue
+            self._retry.succeeded()
+            batch = []
 
 
 __all__ = ["StoredAudit"]

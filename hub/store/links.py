@@ -28,7 +28,6 @@ undone, a use count never goes down.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, replace
@@ -36,9 +35,10 @@ from typing import Any, cast
 
 import anyio
 
-from hub.access.links import ShareLink
+from hub.access.links import MemoryLinkStore, ShareLink
 from hub.access.principal import Refusal
 from hub.store.base import SharedStore, Store
+from hub.store.writebehind import Retry, WriteBehind
 
 log = logging.getLogger("hub.store")
 
@@ -46,10 +46,6 @@ FOLLOW_BLOCK = 1.0
 """Seconds one read of the link changes waits before it is made again."""
 RETRY = 0.5
 """Seconds before a failed read of the link changes is tried again."""
-RETRY_MAX = 2.0
-"""The longest pause between two attempts at a failed write (it doubles from 50 ms)."""
-CLOSE_TIMEOUT = 5.0
-"""How long stopping waits for the queued changes to be written."""
 
 
 def _link(record: dict[str, Any]) -> ShareLink:
@@ -68,46 +64,25 @@ def _link(record: dict[str, Any]) -> ShareLink:
     )
 
 
-class StoredLinks:
-    """See the module docstring; enter ``running()`` inside the store's own."""
+class StoredLinks(MemoryLinkStore):
+    """See the module docstring; enter ``running()`` inside the store's own. The local copy
+    is a ``MemoryLinkStore``'s; its changes are queued for the store (``_changed``), and
+    ``use`` and ``fetch`` ask the store."""
 
     def __init__(self, store: Store) -> None:
+        super().__init__()
         self.store = store
-        self.links: dict[str, ShareLink] = {}
         self.on_revoked: Callable[[str], object] | None = None
         """Called with a link id when the copy learns it was revoked on another node."""
-        self._queue: list[ShareLink] = []
-        self._wake = anyio.Event()
-        self._progress = anyio.Event()
-        self._taken = 0
-        self._done = 0
-        self._running = False
-        self.healthy = True
+        self._writes: WriteBehind[ShareLink] = WriteBehind(self._write, "share links writer")
+        self._retry = Retry(log, "share links")
+
+    @property
+    def healthy(self) -> bool:
         """Whether the last write went through."""
+        return self._retry.healthy
 
-    # -- the LinkStore protocol --------------------------------------------------------------
-
-    def add(self, link: ShareLink) -> None:
-        self.links[link.link_id] = link
-        self._enqueue(link)
-
-    def get(self, link_id: str) -> ShareLink | None:
-        return self.links.get(link_id)
-
-    def for_session(self, session_id: str) -> list[ShareLink]:
-        return sorted(
-            (link for link in self.links.values() if link.session_id == session_id),
-            key=lambda link: link.created_at,
-        )
-
-    def revoke(self, link_id: str, by: str) -> ShareLink | None:
-        link = self.links.get(link_id)
-        if link is None or link.revoked:
-            return link
-        link = replace(link, revoked_at=time.time(), revoked_by=by)
-        self.links[link_id] = link
-        self._enqueue(link)
-        return link
+    # -- the LinkStore protocol (add, get, for_session, revoke: MemoryLinkStore's) ------------
 
     async def use(self, link_id: str) -> ShareLink:
         try:
@@ -142,79 +117,51 @@ class StoredLinks:
         return self.links.get(link_id)
 
     async def flush(self) -> None:
-        target = self._taken + 1 if self._queue else self._taken
-        while self._done < target:
-            if not self._running:
-                raise RuntimeError("the share links are not being written")
-            await self._progress.wait()
+        await self._writes.flush()
 
     # -- running -----------------------------------------------------------------------------
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[StoredLinks]:
         """Load every link, then write changes (and follow other nodes') until the block
-        ends; leaving it writes what is queued (for up to ``CLOSE_TIMEOUT``)."""
+        ends; leaving it writes what is queued (for up to
+        ``hub.store.writebehind.CLOSE_TIMEOUT``)."""
         shared = cast(SharedStore, self.store) if self.store.shared else None
         mark = await shared.link_mark() if shared is not None else None
         for record in await self.store.links():
             self._merge(record)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._writer, name="share links writer")
             if shared is not None and mark is not None:
                 tg.start_soon(self._follow, shared, *mark, name="share links follower")
-            self._running = True
-            try:
+            async with self._writes.running(tg):
                 yield self
-            finally:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT):
-                    await self.flush()
-                self._running = False
-                tg.cancel_scope.cancel()
+            tg.cancel_scope.cancel()
 
-    def _enqueue(self, link: ShareLink) -> None:
-        self._queue.append(link)
-        self._wake.set()
+    def _changed(self, link: ShareLink) -> None:
+        # Added or revoked here (a use is counted in the store itself: ``use``).
+        self._writes.put(link)
 
-    async def _writer(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake = anyio.Event()
-            batch, self._queue = self._queue, []
-            self._taken += 1
-            for link in batch:
-                await self._write(link)
-            self._done = self._taken
-            self._progress.set()
-            self._progress = anyio.Event()
+    async def _write(self, batch: list[ShareLink]) -> None:
+        for link in batch:
+            while True:
+                try:
+                    await self._write_one(link)
+                except Exception as exc:
+                    await self._retry.failed(exc)
+                    continue
+                self._retry.succeeded()
+                break
 
-    async def _write(self, link: ShareLink) -> None:
-        pause = 0.05
-        while True:
-            try:
-                if link.revoked:
-                    assert link.revoked_at is not None
-                    stored = await self.store.revoke_link(
-                        link.link_id, link.revoked_at, link.revoked_by or ""
-                    )
-                    if stored is None:  # revoked before its creation was written: both
-                        await self.store.add_link(asdict(link))
-                    else:
-                        self._merge(stored)
-                else:
-                    await self.store.add_link(asdict(link))
-            except Exception as exc:
-                if self.healthy:
-                    log.warning(
-                        "! share link %s: writing it failed, retrying: %s", link.link_id, exc
-                    )
-                self.healthy = False
-                await anyio.sleep(pause)
-                pause = min(pause * 2, RETRY_MAX)
-                continue
-            if not self.healthy:
-                log.warning("= share links: writing again")
-            self.healthy = True
+    async def _write_one(self, link: ShareLink) -> None:
+        if not link.revoked:
+            await self.store.add_link(asdict(link))
             return
+        assert link.revoked_at is not None
+        stored = await self.store.revoke_link(link.link_id, link.revoked_at, link.revoked_by or "")
+        if stored is None:  # revoked before its creation was written: both
+            await self.store.add_link(asdict(link))
+        else:
+            self._merge(stored)
 
     async def _follow(self, store: SharedStore, after: str, number: int | None) -> None:
         failing = False
