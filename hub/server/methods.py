@@ -26,6 +26,7 @@ import orjson
 
 from hub import __version__
 from hub.access.gate import Gate
+from hub.access.qr import qr_svg
 from hub.agents.errors import AgentError
 from hub.protocol.capabilities import auth_methods_v2_to_v1, capabilities_v2_to_v1
 from hub.protocol.errors import (
@@ -499,11 +500,8 @@ async def _hub_share_create(conn: ClientConnection, params: dict[str, Any]) -> R
     )
     await _stored(gate, "the new link")
     base = conn.settings.public_url.rstrip("/") or conn.base_url or ""
-    return {
-        **link.public(),
-        "token": token,
-        "url": f"{base}/s/{session.id}#token={token}",
-    }
+    url = f"{base}/s/{session.id}#token={token}"
+    return {**link.public(), "token": token, "url": url, "qrSvg": qr_svg(url)}
 
 
 def _hub_share_list(conn: ClientConnection, params: dict[str, Any]) -> Result:
