@@ -181,6 +181,11 @@ class Settings:
     """A session with no client attached and no turn running is closed after this many seconds
     (``0``: never)."""
 
+    # Notifications (docs/configuration.md, "Webhooks").
+    webhooks: tuple[Mapping[str, Any], ...] = field(default=(), repr=False)
+    """``[[hub.webhooks]]``: where the hub posts its notices (``hub.server.webhooks`` checks
+    each). Config file only; kept out of ``repr`` (URLs and secrets)."""
+
     # Web.
     embed_origins: tuple[str, ...] = ()
     """Origins allowed to embed ``/embed/{session}`` in a frame."""

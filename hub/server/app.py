@@ -48,6 +48,7 @@ from hub.server.metrics import HubMetrics
 from hub.server.streamable import HttpConnection, StreamableHttp, base_url_of
 from hub.server.transport import AsgiFrameWriter
 from hub.server.web import web_routes
+from hub.server.webhooks import Webhooks, parse_webhooks
 from hub.sessions.registry import SessionRegistry
 from hub.settings import Settings
 from hub.store import Store, open_store
@@ -154,6 +155,10 @@ class HubApp:
         self.supervisor: Supervisor | None = None
         self.registry: SessionRegistry | None = None
         self.metrics = HubMetrics(self)
+        self.webhooks = Webhooks(
+            parse_webhooks(settings.webhooks), settings.public_url, self.metrics.registry
+        )
+        """Where the notices of the sessions this node owns are posted (``[[hub.webhooks]]``)."""
         self.http = StreamableHttp(self)
         self._http_tasks: anyio.abc.TaskGroup | None = None
 
@@ -179,7 +184,13 @@ class HubApp:
                 metrics=self.metrics.sessions,
                 audit=self.gate.audit,
             )
-            async with registry.running(), anyio.create_task_group() as http_tasks:
+            if self.webhooks.hooks:
+                registry.notices.append(self.webhooks.offer)
+            async with (
+                self.webhooks.running(),
+                registry.running(),
+                anyio.create_task_group() as http_tasks,
+            ):
                 self.registry = registry
                 self._http_tasks = http_tasks
                 http_tasks.start_soon(self.http.run, name="http connection places")

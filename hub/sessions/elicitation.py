@@ -19,6 +19,7 @@ import anyio
 from hub.protocol.errors import RpcError
 from hub.sessions import arbiter
 from hub.sessions.client import ClientHandle
+from hub.sessions.notices import Notice, clip
 
 if TYPE_CHECKING:
     from hub.sessions.session import Session
@@ -59,6 +60,16 @@ class Elicitations:
         request_id = target.request(
             "elicitation/create", {**params, "sessionId": session.id}, on_reply
         )
+        if session.notice is not None:
+            session.notice(
+                Notice(
+                    "elicitation_waiting",
+                    session.id,
+                    session.agent.name,
+                    session.cwd,
+                    {"message": clip(params.get("message")), "mode": clip(params.get("mode"))},
+                )
+            )
         # Asked of one client: if it detaches, the question is withdrawn and the agent is
         # answered `cancel` (the binding to that client is what ACP asks for).
         asked = self._asked.setdefault(target.client_id, [])

@@ -31,6 +31,7 @@ from hub.sessions.cluster import Cluster
 from hub.sessions.errors import SessionFailure
 from hub.sessions.metrics import SessionMetrics
 from hub.sessions.mirror import MirrorSession
+from hub.sessions.notices import Notice
 from hub.sessions.session import Session
 from hub.settings import Settings
 from hub.store import SessionRecord, SharedStore, Store, StoreError
@@ -68,10 +69,16 @@ class SessionRegistry:
         """The resolved ``workspace_roots`` a session's ``cwd`` must lie under."""
         self._tg: anyio.abc.TaskGroup | None = None
         self.listeners: list[Callable[[Session], None]] = []
+        self.notices: list[Callable[[Notice], None]] = []
+        """Told of the notices of the sessions this node owns (``hub.sessions.notices``)."""
         self._saving: set[str] = set()
         self._save_again: set[str] = set()
         self.cluster: Cluster | None = None
         """With a shared store (several nodes): ownership, mirrors and forwarding."""
+
+    def _notice(self, notice: Notice) -> None:
+        for listener in self.notices:
+            listener(notice)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[SessionRegistry]:
@@ -157,6 +164,7 @@ class SessionRegistry:
         session.on_record = self.save_record
         restore.settle(session)
         session.audit = self.audit
+        session.notice = self._notice
         self.sessions[session.id] = session
         log.info(
             "= %s: restored (epoch %s, seq %s%s)",
@@ -293,6 +301,7 @@ class SessionRegistry:
             store=self.store,
         )
         session.audit = self.audit
+        session.notice = self._notice
         session.mcp_servers = [dict(s) for s in mcp_servers if isinstance(s, dict)]
         session.creator = creator if creator is not None else client.name
         try:

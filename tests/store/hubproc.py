@@ -72,6 +72,16 @@ def scripted(*flags: str, protocol: int = 2) -> str:
     return "scripted=" + shlex.join(args)
 
 
+def toml_value(value: Any) -> str:
+    """``value`` in TOML: JSON's strings, numbers and arrays are TOML's; objects become
+    inline tables."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return orjson.dumps(value).decode()
+
+
 @asynccontextmanager
 async def hub_process(
     workdir: Path,
@@ -87,7 +97,7 @@ async def hub_process(
     stderr = workdir / f"{name}.stderr"
     if hub:
         config = workdir / f"{name}.toml"
-        lines = "".join(f"{k} = {orjson.dumps(v).decode()}\n" for k, v in hub.items())
+        lines = "".join(f"{k} = {toml_value(v)}\n" for k, v in hub.items())
         config.write_text("[hub]\n" + lines)
         extra = (*extra, "--config", str(config))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACP_HUB_")}
