@@ -25,8 +25,8 @@ Bodies never carry a token. ``format = "json"`` is the hub's own payload
 ``blocks``) Slack, Mattermost and Discord's Slack-compatible endpoint take. With a ``secret``,
 each request carries ``X-Acp-Hub-Timestamp`` (Unix seconds, also the body's ``timestamp``) and
 ``X-Acp-Hub-Signature-256: sha256=HEX``, the HMAC-SHA256 of the body with the secret, as
-GitHub signs its deliveries; the timestamp is inside what is signed, so a receiver can refuse
-an old delivery replayed. A webhook's URL (Slack's holds a secret of its own) is never logged:
+GitHub signs its deliveries; in the ``json`` format the timestamp is inside what is signed, so a
+receiver can refuse an old delivery replayed. A webhook's URL (Slack's holds a secret of its own) is never logged:
 log lines name the webhook by its ``name`` (or its index) and its host.
 """
 
@@ -222,7 +222,8 @@ def _mrkdwn(text: str) -> str:
 
 
 def slack_payload(notice: Notice, public_url: str, timestamp: int) -> dict[str, Any]:
-    """The ``slack`` format's body: ``text`` (the fallback) and ``blocks``."""
+    """The ``slack`` format's body: ``text`` (the fallback) and ``blocks``, nothing else (the
+    receivers refuse fields they do not know), so its timestamp is in the header only."""
     detail = notice.detail
     what = _SUMMARIES.get(notice.event, notice.event)
     line = f"{notice.agent} {what} in session {notice.session_id}"
@@ -235,7 +236,6 @@ def slack_payload(notice: Notice, public_url: str, timestamp: int) -> dict[str, 
     return {
         "text": text,
         "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": body}}],
-        "timestamp": timestamp,
     }
 
 
