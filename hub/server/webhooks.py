@@ -26,8 +26,8 @@ Bodies never carry a token. ``format = "json"`` is the hub's own payload
 each request carries ``X-Acp-Hub-Timestamp`` (Unix seconds, also the body's ``timestamp``) and
 ``X-Acp-Hub-Signature-256: sha256=HEX``, the HMAC-SHA256 of the body with the secret, as
 GitHub signs its deliveries; in the ``json`` format the timestamp is inside what is signed, so a
-receiver can refuse an old delivery replayed. A webhook's URL (Slack's holds a secret of its own) is never logged:
-log lines name the webhook by its ``name`` (or its index) and its host.
+receiver can refuse an old delivery replayed. A webhook's URL (Slack's holds a secret of its
+own) is never logged: log lines name the webhook by its ``name`` (or its index) and its host.
 """
 
 from __future__ import annotations
