@@ -44,6 +44,7 @@ from hub.protocol.errors import (
 from hub.protocol.mcp_servers import check_mcp_servers_v2, mcp_servers_v1_to_v2
 from hub.protocol.version import negotiate_as_agent
 from hub.server import listing
+from hub.server.exporting import hub_export
 from hub.server.watch import watch_of
 from hub.sessions import arbiter, workspace
 from hub.sessions.errors import SessionFailure
@@ -679,6 +680,7 @@ SYNC_METHODS: dict[str, SyncHandler] = {
     "_hub/lease/grant": _hub_lease("grant"),
     "_hub/agent_stderr": _hub_agent_stderr,
     "_hub/share/list": _hub_share_list,
+    "_hub/export": hub_export,
     "_hub/subscribe_sessions": _hub_subscribe_sessions,
     "_hub/unsubscribe_sessions": _hub_unsubscribe_sessions,
 }
