@@ -245,6 +245,14 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--sub", default=None, help="the principal (default: a new random one)")
     t.add_argument("--name", default=None, help="the name others see")
     t.add_argument("--url", default=None, help="print a link on this hub base URL instead")
+    e = sub.add_parser("export", help="print a stored session as Markdown or JSON lines")
+    e.add_argument("session", help="the session's id (s-...)")
+    e.add_argument(
+        "--store",
+        default=os.environ.get("ACP_HUB_STORE"),
+        help="sqlite:///PATH or redis://HOST:PORT/DB (default: ACP_HUB_STORE)",
+    )
+    e.add_argument("--format", default="md", choices=["md", "jsonl"])
     b = sub.add_parser("bridge", help="a stdio ACP agent for editors, relaying to a hub")
     b.add_argument("url", help="the hub's WebSocket endpoint, e.g. ws://127.0.0.1:8765/acp")
     b.add_argument(
@@ -379,11 +387,42 @@ def mint(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    """``acp-hub export``: write a stored session's export to stdout (nothing is changed in
+    the store; a running hub may keep using it)."""
+    from hub.store.export import ExportError, from_store
+
+    if not args.store or parse_store_url(args.store).kind == "memory":
+        print("acp-hub: export needs --store sqlite:///PATH or redis://...", file=sys.stderr)
+        return 2
+
+    async def read() -> bytes | str:
+        store = open_store(args.store, node=f"export-{os.getpid()}")
+        async with store.running():
+            try:
+                return await from_store(store, args.session, args.format)
+            except (ExportError, StoreError, ValueError) as exc:  # not out of the task group
+                return str(exc)
+
+    try:
+        data = anyio.run(read)
+    except StoreError as exc:
+        data = str(exc)
+    if isinstance(data, str):
+        print(f"acp-hub: {data}", file=sys.stderr)
+        return 1
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``acp-hub`` console script."""
     args = _parser().parse_args(argv)
     if args.command == "token":
         return mint(args)
+    if args.command == "export":
+        return _export(args)
     if args.log_format not in logs.FORMATS:  # from ACP_HUB_LOG_FORMAT: argparse did not check
         print(f"acp-hub: --log-format must be one of {', '.join(logs.FORMATS)}", file=sys.stderr)
         return 2

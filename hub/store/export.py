@@ -2,9 +2,10 @@
 
 Theory of operation
 -------------------
-Both formats are built from what every store holds of a session, with no I/O here: the caller
-(``_hub/export`` on the wire, ``acp-hub export`` against a store) hands in a header and the
-session's events, in order, as ``(seq, update)`` pairs of v2 update objects.
+Both formats are built from what every store holds of a session: the caller (``_hub/export``
+on the wire, from the session's log; ``from_store`` for ``acp-hub export``, through the
+``Store`` protocol) hands in a header and the session's events, in order, as ``(seq, update)``
+pairs of v2 update objects.
 
 JSONL is the log itself: a header line (``{"acpHubExport": 1, "hub": {"version"}, "session":
 {...}}``) and then one line per event, ``{"seq": N, "update": {...}}``, the update as every v2
@@ -34,6 +35,8 @@ import orjson
 from hub import __version__
 from hub.protocol.compact import compact
 from hub.protocol.state import SessionState
+from hub.store.base import Store
+from hub.store.codec import update_of
 
 EXPORT_VERSION: Final = 1
 FORMATS: Final = ("jsonl", "md")
@@ -312,3 +315,42 @@ def markdown(head: dict[str, Any], state: SessionState) -> str:
     if loose:
         out += ["", "## Other permission requests", "", *[_decision(r) for r in loose]]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+# -- from a store --------------------------------------------------------------------------
+
+
+async def from_store(store: Store, session_id: str, fmt: str) -> bytes:
+    """The export of ``session_id`` as ``store`` holds it (``acp-hub export``), read without
+    changing anything there: the directory record, then the whole stored log when the store
+    still has it, else the latest snapshot and the events after it (``complete: false``).
+    ``ExportError`` when the store does not know the session."""
+    record = next((r for r in await store.records() if r.session_id == session_id), None)
+    if record is None:
+        raise ExportError(f"the store holds no session {session_id!r}")
+    rows = await store.read_after(session_id, 0)
+    events: list[tuple[int, dict[str, Any]]] = []
+    epoch = 0
+    complete = rows is not None and (not rows or rows[0][0] == 1)
+    if rows is None:
+        snapshot = await store.latest_snapshot(session_id)
+        if snapshot is None:
+            raise ExportError(f"the store holds no log of {session_id!r}")
+        epoch = snapshot.epoch
+        events = [(0, u) for u in snapshot.updates]
+        rows = await store.read_after(session_id, snapshot.seq) or []
+    events += [(row[0], update_of(row)) for row in rows]
+    state = SessionState().apply_all(u for _, u in events)
+    head = header(
+        session_id=session_id,
+        agent=record.agent,
+        cwd=record.cwd,
+        created_at=record.created_at,
+        epoch=epoch,
+        last_seq=events[-1][0] if events else 0,
+        complete=complete,
+        title=state.title,
+    )
+    if fmt == "md":
+        return markdown(head, state).encode()
+    return b"".join(jsonl_lines(head, events))
