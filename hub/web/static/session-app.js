@@ -15,6 +15,7 @@
 
 import { SessionModel } from './fold.js';
 import { ShareDialog, identityBadge, renderRefusal } from './access.js';
+import { DownloadMenu } from './download.js';
 import { RpcConnection, RpcError, hubMeta, hubSocketUrl } from './rpc.js';
 import { pageToken, refusal } from './token.js';
 import { SessionView } from './view.js';
@@ -226,6 +227,8 @@ export function mountSession(root, options = {}) {
   let identity = null;
   /** @type {ShareDialog | null} */
   let share = null;
+  /** @type {DownloadMenu | null} */
+  let download = null;
   /** @param {Record<string, any>} meta */
   function showIdentity(meta) {
     const row = view.header.querySelector('.status-row') ?? view.header;
@@ -236,6 +239,10 @@ export function mountSession(root, options = {}) {
     if (meta.role === 'owner' && !options.embed && !share) {
       share = new ShareDialog(connection, sessionId);
       row.append(share.button);
+    }
+    if (!options.embed && !download) {
+      download = new DownloadMenu(connection, sessionId);
+      row.append(download.element);
     }
   }
 
