@@ -16,6 +16,11 @@ A Markdown transcript is rendered whole from the folded state on the first page 
 per connection, until its last page is sent or another export starts; its cursor names that
 rendering and an offset into it. Any caller who may see a session (a viewer and above) may
 export it: the export shows what replay shows.
+
+``_hub/import {data}`` takes a JSONL export back as a new, read-only session
+(``hub.sessions.archive``), for owners of the whole hub only (the ``owner`` role with a
+credential for every session: not a share link, not a token scoped to some sessions): an
+archive is a session anyone the hub admits might then see listed.
 """
 
 from __future__ import annotations
@@ -27,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from hub.protocol.compact import compact
-from hub.protocol.errors import invalid_params
+from hub.protocol.errors import FORBIDDEN, hub_error, invalid_params
 from hub.sessions.errors import SessionFailure
 from hub.sessions.session import Session
-from hub.store.export import FORMATS, header, jsonl_lines, markdown
+from hub.store.export import FORMATS, ExportError, header, jsonl_lines, markdown, read_jsonl
 
 if TYPE_CHECKING:
     from hub.server.connection import ClientConnection
@@ -132,3 +137,27 @@ def hub_export(conn: ClientConnection, params: dict[str, Any]) -> dict[str, Any]
         else _md_page(conn, session, cursor, limit)
     )
     return {"sessionId": session.id, "format": fmt, **page}
+
+
+async def hub_import(conn: ClientConnection, params: dict[str, Any]) -> dict[str, Any]:
+    """``_hub/import {data}`` -> ``{sessionId}``: ``data`` (a JSONL export, as text) as a new
+    archived session; see the module docstring."""
+    if conn.access.sessions is not None or conn.access.link_id is not None:
+        raise SessionFailure(
+            hub_error(
+                FORBIDDEN,
+                "importing is for owners of the whole hub (a credential for every session)",
+                {"needed": "owner"},
+            )
+        )
+    data = params.get("data")
+    if not isinstance(data, str) or not data:
+        raise SessionFailure(invalid_params("data must be the text of a JSONL export"))
+    try:
+        head, events = read_jsonl(data.splitlines())
+    except ExportError as exc:
+        raise SessionFailure(invalid_params(f"not an export: {exc}")) from None
+    session = await conn.registry.import_archive(
+        head, [update for _, update in events], conn.principal
+    )
+    return {"sessionId": session.id}

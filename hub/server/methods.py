@@ -44,7 +44,7 @@ from hub.protocol.errors import (
 from hub.protocol.mcp_servers import check_mcp_servers_v2, mcp_servers_v1_to_v2
 from hub.protocol.version import negotiate_as_agent
 from hub.server import listing
-from hub.server.exporting import hub_export
+from hub.server.exporting import hub_export, hub_import
 from hub.server.watch import watch_of
 from hub.sessions import arbiter, workspace
 from hub.sessions.errors import SessionFailure
@@ -702,4 +702,5 @@ ASYNC_METHODS: dict[str, AsyncHandler] = {
     "_hub/share/create": _hub_share_create,
     "_hub/share/revoke": _hub_share_revoke,
     "_hub/audit/list": _hub_audit_list,
+    "_hub/import": hub_import,
 }

@@ -60,6 +60,7 @@ METHOD_ROLES: Final[Mapping[str, Role]] = {
     "_hub/share/list": "owner",
     "_hub/share/revoke": "owner",
     "_hub/audit/list": "owner",
+    "_hub/import": "owner",
 }
 """The role each mutating method needs; every other method needs ``viewer``."""
 

@@ -26,6 +26,7 @@ from hub.protocol.errors import (
     resource_not_found,
 )
 from hub.sessions import restore, workspace
+from hub.sessions.archive import ArchivedAgent
 from hub.sessions.client import ClientHandle
 from hub.sessions.cluster import Cluster
 from hub.sessions.errors import SessionFailure
@@ -333,6 +334,49 @@ class SessionRegistry:
         log.info("= %s: new session on agent %s (%s)", session_id, name, result.session_id)
         self.audit.record(
             "session_created", sessionId=session_id, agent=name, cwd=cwd, principal=client.principal
+        )
+        self._notify(session)
+        return session
+
+    async def import_archive(
+        self, head: dict[str, Any], updates: list[dict[str, Any]], creator: str
+    ) -> Session:
+        """A new read-only session rebuilt from an export (``hub.sessions.archive``)."""
+        self._check_session_caps(creator)
+        found = head.get("session")
+        origin: dict[str, Any] = found if isinstance(found, dict) else {}
+        session_id = f"s-{secrets.token_hex(8)}"
+        if self.store.shared:
+            try:
+                await self.store.claim(session_id, self.settings.node_lease)
+            except StoreError as exc:
+                raise SessionFailure(
+                    hub_error(NOT_OWNER, f"the store is unavailable: {exc}")
+                ) from None
+        session = Session(
+            session_id,
+            ArchivedAgent(str(origin.get("agent") or "unknown")),
+            "",
+            cwd=str(origin.get("cwd") or ""),
+            settings=self.settings,
+            on_change=self._notify,
+            spawn=self.spawn,
+            metrics=self.metrics,
+            store=self.store,
+        )
+        session.audit = self.audit
+        session.creator = creator
+        for update in updates:
+            session.emit(update)
+        session.on_agent_event(
+            {"status": "lost", "message": f"archived from session {origin.get('id')!s}"}
+        )
+        session.on_record = self.save_record
+        self.sessions[session_id] = session
+        self.save_record(session)
+        log.info("= %s: imported from an export of %s", session_id, origin.get("id"))
+        self.audit.record(
+            "session_imported", sessionId=session_id, source=origin.get("id"), principal=creator
         )
         self._notify(session)
         return session
