@@ -129,6 +129,9 @@ class Settings:
     permission_policy: PermissionPolicy = "first"
     consensus_quorum: int = 2
     """Under the ``consensus`` permission policy, how many distinct principals must allow."""
+    permission_rules: tuple[Mapping[str, Any], ...] = ()
+    """Rules that answer matching permission requests in every session
+    (``hub.sessions.rules``; docs/configuration.md)."""
     permission_timeout: float = 600.0
     """A permission request nobody answers within this many seconds resolves ``cancelled``."""
     lease_timeout: float = 300.0

@@ -50,6 +50,7 @@ from hub.server.transport import AsgiFrameWriter
 from hub.server.web import web_routes
 from hub.server.webhooks import Webhooks, parse_webhooks
 from hub.sessions.registry import SessionRegistry
+from hub.sessions.rules import config_rules
 from hub.settings import Settings
 from hub.store import Store, open_store
 from hub.store.audit import StoredAudit
@@ -155,6 +156,7 @@ class HubApp:
         self.supervisor: Supervisor | None = None
         self.registry: SessionRegistry | None = None
         self.metrics = HubMetrics(self)
+        config_rules(settings.permission_rules, "hub")  # a bad rule stops the hub at start
         self.webhooks = Webhooks(
             parse_webhooks(settings.webhooks), settings.public_url, self.metrics.registry
         )

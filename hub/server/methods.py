@@ -46,7 +46,7 @@ from hub.protocol.version import negotiate_as_agent
 from hub.server import listing
 from hub.server.exporting import hub_export, hub_import
 from hub.server.watch import watch_of
-from hub.sessions import arbiter, workspace
+from hub.sessions import arbiter, rules, workspace
 from hub.sessions.errors import SessionFailure
 from hub.sessions.session import Replay
 from hub.settings import ROLES, Role
@@ -437,6 +437,24 @@ def _hub_set_policy(conn: ClientConnection, params: dict[str, Any]) -> Result:
     )
 
 
+# -- permission rules (hub.sessions.rules) ---------------------------------------------------------
+
+
+def _hub_rules_list(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    session = conn.registry.get(params.get("sessionId"))
+    return {"rules": rules.session_rules(session.state)}
+
+
+def _hub_rules_add(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    session = conn.attached_session(params.get("sessionId"))
+    return rules.add(session, conn, params.get("match"), params.get("answer"))
+
+
+def _hub_rules_remove(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    session = conn.attached_session(params.get("sessionId"))
+    return rules.remove(session, conn, params.get("ruleId"))
+
+
 # -- share links ---------------------------------------------------------------------------------
 
 MAX_LINK_SECONDS = 30 * 86400.0
@@ -681,6 +699,9 @@ SYNC_METHODS: dict[str, SyncHandler] = {
     "_hub/agent_stderr": _hub_agent_stderr,
     "_hub/share/list": _hub_share_list,
     "_hub/export": hub_export,
+    "_hub/rules/list": _hub_rules_list,
+    "_hub/rules/add": _hub_rules_add,
+    "_hub/rules/remove": _hub_rules_remove,
     "_hub/subscribe_sessions": _hub_subscribe_sessions,
     "_hub/unsubscribe_sessions": _hub_unsubscribe_sessions,
 }

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,7 @@ from hub.protocol.errors import (
     invalid_params,
 )
 from hub.protocol.permissions import permission_outcome_for_agent, permission_request_v2_to_v1
-from hub.sessions import arbiter
+from hub.sessions import arbiter, rules
 from hub.sessions.client import ClientHandle
 from hub.sessions.metrics import PERMISSION_OUTCOMES
 
@@ -143,6 +144,12 @@ class Permissions:
                 "request": request,
             }
         )
+        answered = rules.first_match(rules.all_rules(session), request, session.cwd)
+        if answered is not None:  # a rule answers it, visibly (hub.sessions.rules)
+            rule, option_id = answered
+            outcome = {"outcome": "selected", "optionId": option_id}
+            self.finish(pending, None, "resolved", outcome, rule=rule)
+            return pending.outcome or outcome
         for attachment in tuple(session.attached.values()):
             if self.eligible(attachment):
                 self._offer(pending, attachment.client)
@@ -339,6 +346,8 @@ class Permissions:
         by: ClientHandle | None,
         status: str,
         outcome: dict[str, Any] | None = None,
+        *,
+        rule: Mapping[str, Any] | None = None,
     ) -> None:
         """Resolve ``pending`` with ``status`` (``resolved`` by ``by`` with ``outcome``,
         ``cancelled``, ``timed_out``): withdraw the copies, record it, wake the agent's task."""
@@ -373,6 +382,10 @@ class Permissions:
                 "principal": by.principal,
                 "role": session.role_of(by),
             }
+        if rule is not None:
+            by_rule = {"rule": rule.get("ruleId"), "createdBy": rule.get("createdBy")}
+            record["by"] = by_rule
+            record["resolvedBy"] = {**by_rule, "name": f"rule {rule.get('ruleId')}"}
         if pending.approvals:
             record["approvals"] = list(pending.approvals.values())
         session.emit(record)
@@ -383,6 +396,7 @@ class Permissions:
             status=status,
             outcome=pending.outcome,
             principal=None if by is None else by.principal,
+            rule=None if rule is None else rule.get("ruleId"),
             approvals=list(pending.approvals),
             policy=session.permission_policy,
         )

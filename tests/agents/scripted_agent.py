@@ -716,6 +716,8 @@ class TurnRunner:
             "usage": self.cmd_usage,
             "title": self.cmd_title,
             "permission": self.cmd_permission,
+            "permission-edit": self.cmd_permission_edit,
+            "permission-exec": self.cmd_permission_exec,
             "elicit": self.cmd_elicit,
             "sleep": self.cmd_sleep,
             "hang": self.cmd_hang,
@@ -1050,13 +1052,24 @@ class TurnRunner:
         return response
 
     def cmd_permission(self, rest: str) -> None:
+        self.ask_permission(rest or "Write to config.toml", "edit", {})
+
+    def cmd_permission_edit(self, rest: str) -> None:
+        path = rest or "src/app.py"
+        self.ask_permission(f"Edit {path}", "edit", {"locations": [{"path": path}]})
+
+    def cmd_permission_exec(self, rest: str) -> None:
+        command = rest or "ls"
+        self.ask_permission(f"Run {command}", "execute", {"rawInput": {"command": command}})
+
+    def ask_permission(self, title: str, kind: str, extra: Json) -> None:
         tool_call_id = self.session.next_id("call")
-        title = rest or "Write to config.toml"
         tool: Json = {
             "toolCallId": tool_call_id,
             "title": title,
-            "kind": "edit",
+            "kind": kind,
             "status": "pending",
+            **extra,
         }
         options = [
             {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
