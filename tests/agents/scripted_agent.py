@@ -1090,12 +1090,12 @@ class TurnRunner:
             report = f"permission: error {response['error'].get('code')}"
         else:
             outcome = (response.get("result") or {}).get("outcome") or {}
-            kind = outcome.get("outcome")
-            if kind == "selected":
+            ended = outcome.get("outcome")
+            if ended == "selected":
                 report = f"permission: selected {outcome.get('optionId')}"
                 status = "completed" if outcome.get("optionId") == "allow" else "failed"
             else:
-                report = f"permission: {kind}"
+                report = f"permission: {ended}"
                 status = "cancelled" if self.v2 else "failed"
         self.tool_update(tool_call_id, status=status)
         self.chunk("agent_message_chunk", self.session.next_id("msg"), report)
