@@ -199,7 +199,7 @@ def _who(by: Any) -> str:
     if not isinstance(by, dict):
         return "the hub"
     if "rule" in by:
-        return f"rule {by['rule']}"
+        return f"rule {by['rule']} (added by {by.get('createdBy') or 'config'})"
     name = by.get("name") or by.get("principal") or "someone"
     role = by.get("role")
     return f"{name} ({role})" if role else str(name)

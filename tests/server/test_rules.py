@@ -99,6 +99,9 @@ async def test_a_rule_answers_the_edit_and_the_command_reaches_a_person(tmp_path
             assert decided[0]["by"] == {"rule": rule_id, "createdBy": rule["createdBy"]}
             assert decided[0]["outcome"] == {"outcome": "selected", "optionId": "allow"}
             assert "by" not in decided[1]
+            # The transcript says which rule allowed it, and who added the rule.
+            page = await alice.call("_hub/export", {"sessionId": sid, "format": "md"})
+            assert f"Allow — by rule {rule_id} (added by {rule['createdBy']})" in page["data"]
             # Removed, the rule answers nothing any more.
             await alice.call("_hub/rules/remove", {"sessionId": sid, "ruleId": rule_id})
             assert (await alice.call("_hub/rules/list", {"sessionId": sid}))["rules"] == []
