@@ -156,7 +156,13 @@ class HubApp:
         self.supervisor: Supervisor | None = None
         self.registry: SessionRegistry | None = None
         self.metrics = HubMetrics(self)
-        config_rules(settings.permission_rules, "hub")  # a bad rule stops the hub at start
+        # A bad rule stops the hub at start.
+        config_rules(settings.permission_rules, "hub")
+        for spec in agents.values():
+            try:
+                config_rules(spec.permission_rules, "agent")
+            except ValueError as exc:
+                raise ValueError(f"[agents.{spec.name}] {exc}") from None
         self.webhooks = Webhooks(
             parse_webhooks(settings.webhooks), settings.public_url, self.metrics.registry
         )

@@ -243,8 +243,12 @@ def session_rules(state: Any) -> list[dict[str, Any]]:
 
 
 def all_rules(session: Any) -> list[Mapping[str, Any]]:
-    """The rules that apply in ``session``, in the order they are consulted."""
-    return [*session_rules(session.state), *config_rules(session.settings.permission_rules, "hub")]
+    """The rules that apply in ``session``, in the order they are consulted: the session's,
+    its agent's (an agent process's ``spec``), the hub's."""
+    spec = getattr(session.agent, "spec", None)
+    agent = config_rules(getattr(spec, "permission_rules", ()), "agent")
+    hub = config_rules(session.settings.permission_rules, "hub")
+    return [*session_rules(session.state), *agent, *hub]
 
 
 def add(session: Any, client: Any, match: Any, answer: Any) -> dict[str, Any]:

@@ -47,9 +47,13 @@ async def run_turn(client: AcpClient, sid: str, script: str, answers: list[str])
         "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": script}]}
     )
     seen: list[str] = []
+
+    def asked() -> list[dict[str, Any]]:
+        return [r for r in permission_requests(client) if r["params"]["sessionId"] == sid]
+
     for answer in answers:
-        await client.wait_for(lambda: len(permission_requests(client)) > len(seen))
-        request = permission_requests(client)[len(seen)]
+        await client.wait_for(lambda: len(asked()) > len(seen))
+        request = asked()[len(seen)]
         seen.append(request["params"]["title"])
         await client.answer(request["id"], allow(answer))
     await client.result(prompt)
@@ -150,3 +154,23 @@ async def test_bad_rules_are_refused() -> None:
             [scripted_agent()], replace(Settings(), permission_rules=({"answer": "yes"},))
         ):
             pass
+
+
+async def test_an_agents_rules_answer_in_its_sessions_only(tmp_path: Path) -> None:
+    listing = {"match": {"kind": "execute", "command": "ls *"}, "answer": "allow"}
+    trusting = replace(scripted_agent("trusting"), permission_rules=(listing,))
+    async with (
+        running_hub([trusting, scripted_agent("plain")]) as hub,
+        acp_client(hub.url) as owner,
+    ):
+        sid = await owner.new_session("trusting", cwd=str(tmp_path))
+        asked = await run_turn(
+            owner, sid, "permission-exec ls -la\npermission-exec rm x", ["reject"]
+        )
+        assert asked == ["Allow: Run rm x?"]
+        decided = [u for u in hub_updates(owner, sid, "_hub_permission") if u.get("by")]
+        assert decided[0]["by"] == {"rule": "agent-1", "createdBy": "config"}
+        other = await owner.new_session("plain", cwd=str(tmp_path))
+        assert await run_turn(owner, other, "permission-exec ls -la", ["allow"]) == [
+            "Allow: Run ls -la?"
+        ]
