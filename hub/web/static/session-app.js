@@ -16,6 +16,7 @@
 import { SessionModel } from './fold.js';
 import { ShareDialog, identityBadge, renderRefusal } from './access.js';
 import { DownloadMenu } from './download.js';
+import { RulesMenu } from './rules.js';
 import { RpcConnection, RpcError, hubMeta, hubSocketUrl } from './rpc.js';
 import { pageToken, refusal } from './token.js';
 import { SessionView } from './view.js';
@@ -220,6 +221,7 @@ export function mountSession(root, options = {}) {
       cursor = { epoch: meta.epoch, seq: meta.seq };
     }
     model.apply(update);
+    if (update?.sessionUpdate === '_hub_rules' && rules) rules.show(Array.isArray(update.rules) ? update.rules : []);
     view.schedule();
   }
 
@@ -229,6 +231,8 @@ export function mountSession(root, options = {}) {
   let share = null;
   /** @type {DownloadMenu | null} */
   let download = null;
+  /** @type {RulesMenu | null} */
+  let rules = null;
   /** @param {Record<string, any>} meta */
   function showIdentity(meta) {
     const row = view.header.querySelector('.status-row') ?? view.header;
@@ -239,6 +243,11 @@ export function mountSession(root, options = {}) {
     if (meta.role === 'owner' && !options.embed && !share) {
       share = new ShareDialog(connection, sessionId);
       row.append(share.button);
+    }
+    if (meta.role === 'owner' && !options.embed && !rules) {
+      rules = new RulesMenu(connection, sessionId, view.dialogs.element, (id) =>
+        [...view.dialogs.requests].find(([key]) => String(key) === id)?.[1]?.params);
+      row.append(rules.element);
     }
     if (!options.embed && !download) {
       download = new DownloadMenu(connection, sessionId);
