@@ -253,6 +253,14 @@ def _parser() -> argparse.ArgumentParser:
         help="sqlite:///PATH or redis://HOST:PORT/DB (default: ACP_HUB_STORE)",
     )
     e.add_argument("--format", default="md", choices=["md", "jsonl"])
+    i = sub.add_parser("import", help="import a JSONL export into a hub as an archived session")
+    i.add_argument("file", help="the export (acp-hub export --format jsonl, or _hub/export)")
+    i.add_argument("--url", required=True, help="the hub's endpoint, e.g. ws://127.0.0.1:8765/acp")
+    i.add_argument(
+        "--token",
+        default=os.environ.get("ACP_HUB_TOKEN"),
+        help="an owner token for every session (default: $ACP_HUB_TOKEN)",
+    )
     b = sub.add_parser("bridge", help="a stdio ACP agent for editors, relaying to a hub")
     b.add_argument("url", help="the hub's WebSocket endpoint, e.g. ws://127.0.0.1:8765/acp")
     b.add_argument(
@@ -423,6 +431,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return mint(args)
     if args.command == "export":
         return _export(args)
+    if args.command == "import":
+        return _import(args)
     if args.log_format not in logs.FORMATS:  # from ACP_HUB_LOG_FORMAT: argparse did not check
         print(f"acp-hub: --log-format must be one of {', '.join(logs.FORMATS)}", file=sys.stderr)
         return 2
@@ -536,6 +546,67 @@ def _agent_login(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"acp-hub: cannot run {argv[0]!r}: {exc}", file=sys.stderr)
         return 1
+
+
+def _import(args: argparse.Namespace) -> int:
+    """``acp-hub import``: send an export to a running hub's ``_hub/import``; print the new
+    session's id."""
+    import orjson
+
+    from websockets.exceptions import ConnectionClosed
+
+    from hub.bridge.link import LinkFailure, Target, connect_hub
+
+    try:
+        with open(args.file, encoding="utf-8") as source:
+            data = source.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"acp-hub: {args.file}: {exc}", file=sys.stderr)
+        return 2
+
+    async def call() -> dict[str, Any]:
+        ws = await connect_hub(Target(args.url, args.token or None))
+        async with ws:
+            requests = [
+                (
+                    "initialize",
+                    {
+                        "protocolVersion": 2,
+                        "info": {"name": "acp-hub import", "version": __version__},
+                        "capabilities": {},
+                    },
+                ),
+                ("_hub/import", {"data": data}),
+            ]
+            answer: dict[str, Any] = {}
+            for number, (method, params) in enumerate(requests, 1):
+                message = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+                await ws.send(orjson.dumps(message).decode())
+                while True:
+                    frame = orjson.loads(await ws.recv())
+                    entries = frame if isinstance(frame, list) else [frame]
+                    found = [e for e in entries if isinstance(e, dict) and e.get("id") == number]
+                    if found:
+                        answer = found[0]
+                        break
+                if "error" in answer:
+                    return answer
+            return answer
+
+    try:
+        answer = asyncio.run(call())
+    except LinkFailure as exc:
+        print(f"acp-hub: {exc.error.message}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError, ConnectionClosed) as exc:
+        print(f"acp-hub: {args.url}: {exc}", file=sys.stderr)
+        return 1
+    error = answer.get("error")
+    if isinstance(error, dict):
+        print(f"acp-hub: the hub refused the import: {error.get('message')}", file=sys.stderr)
+        return 1
+    print(answer.get("result", {}).get("sessionId"))
+    return 0
 
 
 def _bridge(args: argparse.Namespace) -> int:

@@ -4,19 +4,25 @@ promptable; only owners of the whole hub may import."""
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from hub.protocol.state import SessionState
 from hub.store.export import read_jsonl
-from tests.credentials import token
+from tests.credentials import owner_token, token
 from tests.server.harness import RpcFailure, acp_client, running_hub, scripted_agent
 from tests.server.test_arbitration import resume
 from tests.server.test_export import export
 from tests.server.test_webhooks import permission_turn
 
 pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parents[2]
+ACP_HUB = Path(sys.executable).parent / "acp-hub"
 SESSION_LOST = -32043
 FORBIDDEN = -32040
 
@@ -88,3 +94,25 @@ async def test_only_owners_of_the_whole_hub_import_and_bad_exports_are_refused()
             with pytest.raises(RpcFailure) as info:
                 await owner.call("_hub/import", {"data": bad})
             assert info.value.code == -32602
+
+
+async def test_acp_hub_import_sends_a_file_to_a_running_hub(tmp_path: Path) -> None:
+    async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as owner:
+        sid = await owner.new_session()
+        await owner.prompt(sid, "say archived words")
+        text, _ = await export(owner, sid, "jsonl")
+        (tmp_path / "s.jsonl").write_text(text)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ACP_HUB_")}
+        env["PYTHONPATH"] = str(ROOT)
+        command = [str(ACP_HUB), "import", str(tmp_path / "s.jsonl"), "--url", hub.bare_url]
+        done = await anyio.run_process([*command, "--token", owner_token()], env=env, check=False)
+        assert done.returncode == 0, done.stderr.decode()
+        archive = done.stdout.decode().strip()
+        listed = await owner.call("session/list", {})
+        assert archive in {s["sessionId"] for s in listed["sessions"]}
+        # Refused by the hub (a viewer), or not reaching one: one line, exit 1.
+        viewer = token("viewer", sub="vic")
+        refused = await anyio.run_process([*command, "--token", viewer], env=env, check=False)
+        assert refused.returncode == 1
+        assert b"Traceback" not in refused.stderr
+        assert refused.stderr.decode().count("\n") == 1
