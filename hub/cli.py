@@ -552,7 +552,6 @@ def _import(args: argparse.Namespace) -> int:
     """``acp-hub import``: send an export to a running hub's ``_hub/import``; print the new
     session's id."""
     import orjson
-
     from websockets.exceptions import ConnectionClosed
 
     from hub.bridge.link import LinkFailure, Target, connect_hub
