@@ -31,6 +31,9 @@ def test_always_allow_this_kind_adds_a_rule_that_answers_the_next_request(
     wait_idle(owner)
     assert transcript(owner).count("permission: selected allow") == 2
     assert owner.locator(".permission-dialog").count() == 0
+    # The transcript says which rule answered, and who added it.
+    expect(owner.locator(".perm-result").last).to_contain_text("by rule r-", timeout=WAIT_MS)
+    assert "(added by" in owner.locator(".perm-result").last.inner_text()
     # The Rules menu lists it, with who added it, and removes it.
     owner.click(".rules-menu > summary")
     item = owner.locator(".rules-item")
