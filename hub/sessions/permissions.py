@@ -136,15 +136,22 @@ class Permissions:
             # A tool call first seen in the request: the permission record does not fold into
             # the tool calls (see hub.protocol.state), so it is upserted as its own update.
             session.emit({**tool, "sessionUpdate": "tool_call_update"})
-        session.emit(
-            {
-                "sessionUpdate": "_hub_permission",
-                "permissionId": permission_id,
-                "status": "pending",
-                "request": request,
-            }
-        )
         answered = rules.first_match(rules.all_rules(session), request, session.cwd)
+        record = {
+            "sessionUpdate": "_hub_permission",
+            "permissionId": permission_id,
+            "status": "pending",
+            "request": request,
+        }
+        if answered is None:
+            session.emit(record)
+        else:
+            # Logged like any request, but nobody is told it waits: a rule answers it now.
+            tell, session.notice = session.notice, None
+            try:
+                session.emit(record)
+            finally:
+                session.notice = tell
         if answered is not None:  # a rule answers it, visibly (hub.sessions.rules)
             rule, option_id = answered
             outcome = {"outcome": "selected", "optionId": option_id}

@@ -229,3 +229,21 @@ async def test_an_elicitation_waiting_is_a_notice() -> None:
     assert posted.json["seq"] is None
     assert posted.json["detail"]["mode"] == "form"
     assert posted.json["detail"]["message"] == asked["params"]["message"]
+
+
+async def test_a_request_a_rule_answers_is_no_notice() -> None:
+    async with webhook_receiver() as receiver:
+        hook = {
+            "name": "team",
+            "url": receiver.url(),
+            "events": ["permission_waiting", "turn_ended"],
+        }
+        rule = {"match": {"kind": "edit"}, "answer": "allow"}
+        settings = hooked(hook, permission_rules=(rule,))
+        async with running_hub([scripted_agent()], settings) as hub, acp_client(hub.url) as client:
+            sid = await client.new_session()
+            await client.prompt(sid, "permission-edit src/a.py")
+            await client.wait_for(lambda: client.idle_count(sid) >= 1)
+            # One webhook posts in order: once the turn's end arrived, nothing came before it.
+            await counted(hub, lambda: count(hub, "team", "delivered") == 1)
+    assert [r.json["event"] for r in receiver.received] == ["turn_ended"]
