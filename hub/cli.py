@@ -415,6 +415,29 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="the port the hub listens on (default: the only hub running)",
     )
+    export_help = "print a stored session as Markdown or JSON lines"
+    e = sub.add_parser("export", help=export_help, description=_sentence(export_help))
+    e.add_argument("session", help="the session's id (s-...)")
+    e.add_argument(
+        "--store",
+        default=os.environ.get("ACP_HUB_STORE"),
+        help="sqlite:///PATH or redis://HOST:PORT/DB (default: ACP_HUB_STORE)",
+    )
+    e.add_argument(
+        "--format",
+        default="md",
+        choices=["md", "jsonl"],
+        help="md (a transcript) or jsonl (the event log, for acp-hub import) (default: md)",
+    )
+    import_help = "import a JSONL export into a running hub as an archived session"
+    i = sub.add_parser("import", help=import_help, description=_sentence(import_help))
+    i.add_argument("file", help="the export (acp-hub export --format jsonl, or _hub/export)")
+    i.add_argument("--url", required=True, help="the hub's endpoint, e.g. ws://127.0.0.1:8765/acp")
+    i.add_argument(
+        "--token",
+        default=os.environ.get("ACP_HUB_TOKEN"),
+        help="an owner token for every session (default: $ACP_HUB_TOKEN)",
+    )
     bridge_help = "a stdio ACP agent for editors, relaying to a hub"
     b = sub.add_parser("bridge", help=bridge_help, description=_sentence(bridge_help))
     b.add_argument("url", help="the hub's WebSocket endpoint, e.g. ws://127.0.0.1:8765/acp")
@@ -605,6 +628,35 @@ def print_owner_url(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    """``acp-hub export``: write a stored session's export to stdout (nothing is changed in
+    the store; a running hub may keep using it)."""
+    from hub.store.export import ExportError, from_store
+
+    if not args.store or parse_store_url(args.store).kind == "memory":
+        print("acp-hub: export needs --store sqlite:///PATH or redis://...", file=sys.stderr)
+        return 2
+
+    async def read() -> bytes | str:
+        store = open_store(args.store, node=f"export-{os.getpid()}")
+        async with store.running():
+            try:
+                return await from_store(store, args.session, args.format)
+            except (ExportError, StoreError, ValueError) as exc:  # not out of the task group
+                return str(exc)
+
+    try:
+        data = anyio.run(read)
+    except StoreError as exc:
+        data = str(exc)
+    if isinstance(data, str):
+        print(f"acp-hub: {data}", file=sys.stderr)
+        return 1
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``acp-hub`` console script."""
     args = _parser().parse_args(argv)
@@ -612,6 +664,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return mint(args)
     if args.command == "url":
         return print_owner_url(args)
+    if args.command == "export":
+        return _export(args)
+    if args.command == "import":
+        return _import(args)
     if args.log_format not in logs.FORMATS:  # from ACP_HUB_LOG_FORMAT: argparse did not check
         print(f"acp-hub: --log-format must be one of {', '.join(logs.FORMATS)}", file=sys.stderr)
         return 2
@@ -734,6 +790,66 @@ def _agent_login(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"acp-hub: cannot run {argv[0]!r}: {exc}", file=sys.stderr)
         return 1
+
+
+def _import(args: argparse.Namespace) -> int:
+    """``acp-hub import``: send an export to a running hub's ``_hub/import``; print the new
+    session's id."""
+    import orjson
+    from websockets.exceptions import ConnectionClosed
+
+    from hub.bridge.link import LinkFailure, Target, connect_hub
+
+    try:
+        with open(args.file, encoding="utf-8") as source:
+            data = source.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"acp-hub: {args.file}: {exc}", file=sys.stderr)
+        return 2
+
+    async def call() -> dict[str, Any]:
+        ws = await connect_hub(Target(args.url, args.token or None))
+        async with ws:
+            requests = [
+                (
+                    "initialize",
+                    {
+                        "protocolVersion": 2,
+                        "info": {"name": "acp-hub import", "version": __version__},
+                        "capabilities": {},
+                    },
+                ),
+                ("_hub/import", {"data": data}),
+            ]
+            answer: dict[str, Any] = {}
+            for number, (method, params) in enumerate(requests, 1):
+                message = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+                await ws.send(orjson.dumps(message).decode())
+                while True:
+                    frame = orjson.loads(await ws.recv())
+                    entries = frame if isinstance(frame, list) else [frame]
+                    found = [e for e in entries if isinstance(e, dict) and e.get("id") == number]
+                    if found:
+                        answer = found[0]
+                        break
+                if "error" in answer:
+                    return answer
+            return answer
+
+    try:
+        answer = asyncio.run(call())
+    except LinkFailure as exc:
+        print(f"acp-hub: {exc.error.message}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError, ConnectionClosed) as exc:
+        print(f"acp-hub: {args.url}: {exc}", file=sys.stderr)
+        return 1
+    error = answer.get("error")
+    if isinstance(error, dict):
+        print(f"acp-hub: the hub refused the import: {error.get('message')}", file=sys.stderr)
+        return 1
+    print(answer.get("result", {}).get("sessionId"))
+    return 0
 
 
 def _bridge(args: argparse.Namespace) -> int:

@@ -141,6 +141,9 @@ class Settings:
     permission_policy: PermissionPolicy = "first"
     consensus_quorum: int = 2
     """Under the ``consensus`` permission policy, how many distinct principals must allow."""
+    permission_rules: tuple[Mapping[str, Any], ...] = ()
+    """Rules that answer matching permission requests in every session
+    (``hub.sessions.rules``; docs/configuration.md)."""
     permission_timeout: float = 600.0
     """A permission request nobody answers within this many seconds resolves ``cancelled``."""
     answer_grace: float = 120.0
@@ -211,6 +214,11 @@ class Settings:
     idle_session_timeout: float = 86_400.0
     """A session with no client attached and no turn running is closed after this many seconds
     (``0``: never)."""
+
+    # Notifications (docs/configuration.md, "Webhooks").
+    webhooks: tuple[Mapping[str, Any], ...] = field(default=(), repr=False)
+    """``[[hub.webhooks]]``: where the hub posts its notices (``hub.server.webhooks`` checks
+    each). Config file only; kept out of ``repr`` (URLs and secrets)."""
 
     # Web.
     embed_origins: tuple[str, ...] = ()

@@ -146,13 +146,23 @@ async def hub_command(
             await _stop(hub.process)
 
 
+def toml_value(value: Any) -> str:
+    """``value`` in TOML: JSON's strings, numbers and arrays are TOML's; objects become
+    inline tables."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return orjson.dumps(value).decode()
+
+
 def _serve_args(
     workdir: Path, store: str, agent: str, extra: tuple[str, ...], name: str, hub: dict[str, Any]
 ) -> tuple[str, ...]:
     if hub:
         config = workdir / f"{name}.toml"
         config.parent.mkdir(parents=True, exist_ok=True)
-        lines = "".join(f"{k} = {orjson.dumps(v).decode()}\n" for k, v in hub.items())
+        lines = "".join(f"{k} = {toml_value(v)}\n" for k, v in hub.items())
         config.write_text("[hub]\n" + lines)
         extra = (*extra, "--config", str(config))
     return ("serve", "--port", "0", "--store", store, "--agent", agent, "--workspace", "/", *extra)

@@ -47,7 +47,9 @@ ProtocolChoice: TypeAlias = Choice
 """``auto`` offers protocol 2 and accepts 1; ``1`` or ``2`` offer and accept only that one."""
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_AGENT_KEYS = frozenset({"command", "args", "env", "cwd", "protocol", "auth_method", "auth_meta"})
+_AGENT_KEYS = frozenset(
+    {"command", "args", "env", "cwd", "protocol", "auth_method", "auth_meta", "permission_rules"}
+)
 
 
 class ConfigError(ValueError):
@@ -74,6 +76,9 @@ class AgentSpec:
     protocol: ProtocolChoice = "auto"
     auth_method: str | None = None
     auth_meta: Mapping[str, Any] | None = None
+    permission_rules: tuple[Mapping[str, Any], ...] = ()
+    """Rules that answer matching permission requests in this agent's sessions
+    (``hub.sessions.rules``, which checks them when the hub starts)."""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -205,9 +210,13 @@ def _agent_from_table(name: str, table: object, *, base: Path, source: str) -> A
     auth_meta = table.get("auth_meta")
     if auth_meta is not None and not isinstance(auth_meta, dict):
         raise ConfigError(f"{where}: auth_meta must be a table")
+    rules = table.get("permission_rules", [])
+    if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
+        raise ConfigError(f"{where}: permission_rules must be a list of tables")
     try:
         return AgentSpec(
             name=name,
+            permission_rules=tuple(rules),
             command=command,
             args=tuple(args),
             env=env,

@@ -462,6 +462,10 @@ class SessionState:
         """The current config options (``[]`` before any ``config_option_update``)."""
         return [] if self._config is None else list(self._config["configOptions"])
 
+    def extra(self, variant: str) -> dict[str, Any] | None:
+        """The latest update of the unknown variant ``variant`` (``_hub_rules``, say)."""
+        return self._extras.get(variant)
+
     @property
     def title(self) -> str | None:
         """The session title from ``session_info_update``."""

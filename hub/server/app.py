@@ -49,7 +49,9 @@ from hub.server.metrics import HubMetrics
 from hub.server.streamable import HttpConnection, StreamableHttp, base_url_of
 from hub.server.transport import AsgiFrameWriter
 from hub.server.web import web_routes
+from hub.server.webhooks import Webhooks, parse_webhooks
 from hub.sessions.registry import SessionRegistry
+from hub.sessions.rules import config_rules
 from hub.settings import Settings
 from hub.store import Store, open_store
 from hub.store.audit import StoredAudit
@@ -157,6 +159,17 @@ class HubApp:
         self.supervisor: Supervisor | None = None
         self.registry: SessionRegistry | None = None
         self.metrics = HubMetrics(self)
+        # A bad rule stops the hub at start.
+        config_rules(settings.permission_rules, "hub")
+        for spec in agents.values():
+            try:
+                config_rules(spec.permission_rules, "agent")
+            except ValueError as exc:
+                raise ValueError(f"[agents.{spec.name}] {exc}") from None
+        self.webhooks = Webhooks(
+            parse_webhooks(settings.webhooks), settings.public_url, self.metrics.registry
+        )
+        """Where the notices of the sessions this node owns are posted (``[[hub.webhooks]]``)."""
         self.http = StreamableHttp(self)
         self._http_tasks: anyio.abc.TaskGroup | None = None
 
@@ -182,7 +195,13 @@ class HubApp:
                 metrics=self.metrics.sessions,
                 audit=self.gate.audit,
             )
-            async with registry.running(), anyio.create_task_group() as http_tasks:
+            if self.webhooks.hooks:
+                registry.notices.append(self.webhooks.offer)
+            async with (
+                self.webhooks.running(),
+                registry.running(),
+                anyio.create_task_group() as http_tasks,
+            ):
                 self.registry = registry
                 self._http_tasks = http_tasks
                 http_tasks.start_soon(self.http.run, name="http connection places")

@@ -28,6 +28,7 @@ import orjson
 from hub import __version__
 from hub.access.gate import Gate
 from hub.access.principal import Refusal
+from hub.access.qr import qr_svg
 from hub.agents.errors import AgentError
 from hub.protocol.capabilities import auth_methods_v2_to_v1, capabilities_v2_to_v1
 from hub.protocol.errors import (
@@ -46,8 +47,9 @@ from hub.protocol.errors import (
 from hub.protocol.mcp_servers import check_mcp_servers_v2, mcp_servers_v1_to_v2
 from hub.protocol.version import negotiate_as_agent
 from hub.server import listing
+from hub.server.exporting import hub_export, hub_import
 from hub.server.watch import watch_of
-from hub.sessions import arbiter, workspace
+from hub.sessions import arbiter, rules, workspace
 from hub.sessions.errors import SessionFailure
 from hub.sessions.session import Replay
 from hub.settings import ROLES, Role
@@ -457,6 +459,24 @@ def _hub_set_policy(conn: ClientConnection, params: dict[str, Any]) -> Result:
     )
 
 
+# -- permission rules (hub.sessions.rules) ---------------------------------------------------------
+
+
+def _hub_rules_list(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    session = conn.registry.get(params.get("sessionId"))
+    return {"rules": rules.session_rules(session.state)}
+
+
+def _hub_rules_add(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    session = conn.attached_session(params.get("sessionId"))
+    return rules.add(session, conn, params.get("match"), params.get("answer"))
+
+
+def _hub_rules_remove(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    session = conn.attached_session(params.get("sessionId"))
+    return rules.remove(session, conn, params.get("ruleId"))
+
+
 # -- share links ---------------------------------------------------------------------------------
 
 MAX_LINK_SECONDS = 30 * 86400.0
@@ -529,11 +549,8 @@ async def _hub_share_create(conn: ClientConnection, params: dict[str, Any]) -> R
     )
     await _stored(gate, "the new link")
     base = conn.settings.public_url.rstrip("/") or conn.base_url or ""
-    return {
-        **link.public(),
-        "token": token,
-        "url": f"{base}/s/{session.id}#token={token}",
-    }
+    url = f"{base}/s/{session.id}#token={token}"
+    return {**link.public(), "token": token, "url": url, "qrSvg": qr_svg(url)}
 
 
 def _hub_share_list(conn: ClientConnection, params: dict[str, Any]) -> Result:
@@ -716,6 +733,10 @@ SYNC_METHODS: dict[str, SyncHandler] = {
     "_hub/lease/grant": _hub_lease("grant"),
     "_hub/agent_stderr": _hub_agent_stderr,
     "_hub/share/list": _hub_share_list,
+    "_hub/export": hub_export,
+    "_hub/rules/list": _hub_rules_list,
+    "_hub/rules/add": _hub_rules_add,
+    "_hub/rules/remove": _hub_rules_remove,
     "_hub/subscribe_sessions": _hub_subscribe_sessions,
     "_hub/unsubscribe_sessions": _hub_unsubscribe_sessions,
 }
@@ -737,4 +758,5 @@ ASYNC_METHODS: dict[str, AsyncHandler] = {
     "_hub/share/create": _hub_share_create,
     "_hub/share/revoke": _hub_share_revoke,
     "_hub/audit/list": _hub_audit_list,
+    "_hub/import": hub_import,
 }

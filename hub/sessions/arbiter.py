@@ -60,6 +60,9 @@ METHOD_ROLES: Final[Mapping[str, Role]] = {
     "_hub/share/list": "owner",
     "_hub/share/revoke": "owner",
     "_hub/audit/list": "owner",
+    "_hub/import": "owner",
+    "_hub/rules/add": "owner",
+    "_hub/rules/remove": "owner",
 }
 """The role each mutating method needs; every other method needs ``viewer``."""
 

@@ -37,6 +37,7 @@ import anyio
 from hub.protocol.errors import RpcError
 from hub.sessions import arbiter
 from hub.sessions.client import ClientHandle
+from hub.sessions.notices import Notice, clip
 
 if TYPE_CHECKING:
     from hub.sessions.session import Session
@@ -86,6 +87,17 @@ class Elicitations:
             return {"action": "cancel"}
         ask = _Ask(params, target.principal)
         self._ask(ask, target)
+        session = self._session
+        if session.notice is not None:
+            session.notice(
+                Notice(
+                    "elicitation_waiting",
+                    session.id,
+                    session.agent.name,
+                    session.cwd,
+                    {"message": clip(params.get("message")), "mode": clip(params.get("mode"))},
+                )
+            )
         grace = self._session.settings.answer_grace
         try:
             while not ask.done.is_set():

@@ -207,6 +207,8 @@ FORWARDED_METHODS = frozenset(
         "_hub/lease/release",
         "_hub/lease/grant",
         "_hub/queue/withdraw",
+        "_hub/rules/add",
+        "_hub/rules/remove",
     }
 )
 """Synchronous hub methods that a mirror forwards to the owner (the connection answers them

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -58,7 +59,7 @@ from hub.protocol.permissions import (
     permission_outcome_for_agent,
     permission_request_v2_to_v1,
 )
-from hub.sessions import arbiter
+from hub.sessions import arbiter, rules
 from hub.sessions.client import ClientHandle
 from hub.sessions.metrics import PERMISSION_OUTCOMES
 
@@ -162,14 +163,27 @@ class Permissions:
             # A tool call first seen in the request: the permission record does not fold into
             # the tool calls (see hub.protocol.state), so it is upserted as its own update.
             session.emit({**tool, "sessionUpdate": "tool_call_update"})
-        session.emit(
-            {
-                "sessionUpdate": "_hub_permission",
-                "permissionId": permission_id,
-                "status": "pending",
-                "request": request,
-            }
-        )
+        answered = rules.first_match(rules.all_rules(session), request, session.cwd)
+        record = {
+            "sessionUpdate": "_hub_permission",
+            "permissionId": permission_id,
+            "status": "pending",
+            "request": request,
+        }
+        if answered is None:
+            session.emit(record)
+        else:
+            # Logged like any request, but nobody is told it waits: a rule answers it now.
+            tell, session.notice = session.notice, None
+            try:
+                session.emit(record)
+            finally:
+                session.notice = tell
+        if answered is not None:  # a rule answers it, visibly (hub.sessions.rules)
+            rule, option_id = answered
+            outcome = {"outcome": "selected", "optionId": option_id}
+            self.finish(pending, None, "resolved", outcome, rule=rule)
+            return pending.outcome or outcome
         for attachment in tuple(session.attached.values()):
             if self.eligible(attachment):
                 self._offer(pending, attachment.client)
@@ -451,6 +465,7 @@ class Permissions:
         outcome: dict[str, Any] | None = None,
         *,
         reason: str | None = None,
+        rule: Mapping[str, Any] | None = None,
     ) -> None:
         """Resolve ``pending`` with ``status`` (``resolved`` by ``by`` with ``outcome``,
         ``cancelled``, ``timed_out``): withdraw the copies, record it (with ``reason``, why it
@@ -491,6 +506,10 @@ class Permissions:
                 "principal": by.principal,
                 "role": session.role_of(by),
             }
+        if rule is not None:
+            by_rule = {"rule": rule.get("ruleId"), "createdBy": rule.get("createdBy")}
+            record["by"] = by_rule
+            record["resolvedBy"] = {**by_rule, "name": f"rule {rule.get('ruleId')}"}
         if pending.approvals:
             record["approvals"] = list(pending.approvals.values())
         if pending.orphaned is not None:
@@ -506,6 +525,7 @@ class Permissions:
             outcome=pending.outcome,
             optionKind=kind,
             principal=None if by is None else by.principal,
+            rule=None if rule is None else rule.get("ruleId"),
             approvals=list(pending.approvals),
             policy=session.permission_policy,
         )

@@ -26,11 +26,13 @@ from hub.protocol.errors import (
     resource_not_found,
 )
 from hub.sessions import restore, workspace
+from hub.sessions.archive import ArchivedAgent
 from hub.sessions.client import ClientHandle
 from hub.sessions.cluster import Cluster
 from hub.sessions.errors import SessionFailure
 from hub.sessions.metrics import SessionMetrics
 from hub.sessions.mirror import MirrorSession
+from hub.sessions.notices import Notice
 from hub.sessions.session import Session
 from hub.settings import Settings
 from hub.store import SessionRecord, SharedStore, Store, StoreError
@@ -68,10 +70,16 @@ class SessionRegistry:
         """The resolved ``workspace_roots`` a session's ``cwd`` must lie under."""
         self._tg: anyio.abc.TaskGroup | None = None
         self.listeners: list[Callable[[Session], None]] = []
+        self.notices: list[Callable[[Notice], None]] = []
+        """Told of the notices of the sessions this node owns (``hub.sessions.notices``)."""
         self._saving: set[str] = set()
         self._save_again: set[str] = set()
         self.cluster: Cluster | None = None
         """With a shared store (several nodes): ownership, mirrors and forwarding."""
+
+    def _notice(self, notice: Notice) -> None:
+        for listener in self.notices:
+            listener(notice)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[SessionRegistry]:
@@ -157,6 +165,7 @@ class SessionRegistry:
         session.on_record = self.save_record
         restore.settle(session)
         session.audit = self.audit
+        session.notice = self._notice
         self.sessions[session.id] = session
         log.info(
             "= %s: restored (epoch %s, seq %s%s)",
@@ -293,6 +302,7 @@ class SessionRegistry:
             store=self.store,
         )
         session.audit = self.audit
+        session.notice = self._notice
         session.mcp_servers = [dict(s) for s in mcp_servers if isinstance(s, dict)]
         session.creator = creator if creator is not None else client.name
         try:
@@ -324,6 +334,49 @@ class SessionRegistry:
         log.info("= %s: new session on agent %s (%s)", session_id, name, result.session_id)
         self.audit.record(
             "session_created", sessionId=session_id, agent=name, cwd=cwd, principal=client.principal
+        )
+        self._notify(session)
+        return session
+
+    async def import_archive(
+        self, head: dict[str, Any], updates: list[dict[str, Any]], creator: str
+    ) -> Session:
+        """A new read-only session rebuilt from an export (``hub.sessions.archive``)."""
+        self._check_session_caps(creator)
+        found = head.get("session")
+        origin: dict[str, Any] = found if isinstance(found, dict) else {}
+        session_id = f"s-{secrets.token_hex(8)}"
+        if self.store.shared:
+            try:
+                await self.store.claim(session_id, self.settings.node_lease)
+            except StoreError as exc:
+                raise SessionFailure(
+                    hub_error(NOT_OWNER, f"the store is unavailable: {exc}")
+                ) from None
+        session = Session(
+            session_id,
+            ArchivedAgent(str(origin.get("agent") or "unknown")),
+            "",
+            cwd=str(origin.get("cwd") or ""),
+            settings=self.settings,
+            on_change=self._notify,
+            spawn=self.spawn,
+            metrics=self.metrics,
+            store=self.store,
+        )
+        session.audit = self.audit
+        session.creator = creator
+        for update in updates:
+            session.emit(update)
+        session.on_agent_event(
+            {"status": "lost", "message": f"archived from session {origin.get('id')!s}"}
+        )
+        session.on_record = self.save_record
+        self.sessions[session_id] = session
+        self.save_record(session)
+        log.info("= %s: imported from an export of %s", session_id, origin.get("id"))
+        self.audit.record(
+            "session_imported", sessionId=session_id, source=origin.get("id"), principal=creator
         )
         self._notify(session)
         return session

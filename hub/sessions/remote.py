@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hub.protocol.errors import NOT_OWNER, hub_error, invalid_params
+from hub.sessions import rules
 from hub.sessions.client import ClientHandle, ReplyHandler
 from hub.sessions.errors import SessionFailure
 from hub.sessions.mirror import FORWARDED_METHODS
@@ -83,4 +84,8 @@ def run_method(session: Any, client: ClientHandle, method: str, params: dict[str
             raise SessionFailure(invalid_params("queueId is required"))
         session.withdraw_prompt(client, queue_id)
         return {}
+    if method == "_hub/rules/add":
+        return rules.add(session, client, params.get("match"), params.get("answer"))
+    if method == "_hub/rules/remove":
+        return rules.remove(session, client, params.get("ruleId"))
     raise SessionFailure(hub_error(NOT_OWNER, f"{method!r} is not forwarded"))

@@ -69,6 +69,7 @@ from hub.sessions.extensions import Extensions
 from hub.sessions.lease import Lease
 from hub.sessions.log import EventLog
 from hub.sessions.metrics import SessionMetrics
+from hub.sessions.notices import NOTICE_VARIANTS, Notice, notice_of
 from hub.sessions.permissions import Permissions
 from hub.sessions.presence import Presence
 from hub.sessions.turns import USER_MESSAGE_VARIANTS, Turns, now_iso
@@ -187,6 +188,8 @@ class Session:
         self.creator: str | None = None
         """The principal that created the session (``None``: unknown)."""
         self.on_record: Callable[[Session], None] | None = None
+        self.notice: Callable[[Notice], None] | None = None
+        """Told of every notice (``hub.sessions.notices``); must not block (the registry's)."""
         """Called when what the store's directory keeps of the session changed (policies)."""
         self._frame_head = _FRAME_OPEN + orjson.dumps(session_id) + _UPDATE_OPEN
         self.v1 = ClientV1Renderer()
@@ -321,7 +324,16 @@ class Session:
         metrics = self.metrics
         metrics.deliveries += deliveries
         metrics.delivered_bytes += delivered
+        if variant in NOTICE_VARIANTS and self.notice is not None:
+            self.tell(update, seq)
         return seq
+
+    def tell(self, update: dict[str, Any], seq: int | None) -> None:
+        """Hand the notice ``update`` is, if any, to ``notice`` (``hub.sessions.notices``)."""
+        found = notice_of(update)
+        if found is not None and self.notice is not None:
+            event, detail = found
+            self.notice(Notice(event, self.id, self.agent.name, self.cwd, detail, seq))
 
     # -- attaching ---------------------------------------------------------------------------
 

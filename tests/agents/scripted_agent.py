@@ -732,6 +732,8 @@ class TurnRunner:
             "usage": self.cmd_usage,
             "title": self.cmd_title,
             "permission": self.cmd_permission,
+            "permission-edit": self.cmd_permission_edit,
+            "permission-exec": self.cmd_permission_exec,
             "elicit": self.cmd_elicit,
             "elicit-url": self.cmd_elicit_url,
             "sleep": self.cmd_sleep,
@@ -1068,13 +1070,24 @@ class TurnRunner:
         return response
 
     def cmd_permission(self, rest: str) -> None:
+        self.ask_permission(rest or "Write to config.toml", "edit", {})
+
+    def cmd_permission_edit(self, rest: str) -> None:
+        path = rest or "src/app.py"
+        self.ask_permission(f"Edit {path}", "edit", {"locations": [{"path": path}]})
+
+    def cmd_permission_exec(self, rest: str) -> None:
+        command = rest or "ls"
+        self.ask_permission(f"Run {command}", "execute", {"rawInput": {"command": command}})
+
+    def ask_permission(self, title: str, kind: str, extra: Json) -> None:
         tool_call_id = self.session.next_id("call")
-        title = rest or "Write to config.toml"
         tool: Json = {
             "toolCallId": tool_call_id,
             "title": title,
-            "kind": "edit",
+            "kind": kind,
             "status": "pending",
+            **extra,
         }
         options = [
             {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
@@ -1095,12 +1108,12 @@ class TurnRunner:
             report = f"permission: error {response['error'].get('code')}"
         else:
             outcome = (response.get("result") or {}).get("outcome") or {}
-            kind = outcome.get("outcome")
-            if kind == "selected":
+            ended = outcome.get("outcome")
+            if ended == "selected":
                 report = f"permission: selected {outcome.get('optionId')}"
                 status = "completed" if outcome.get("optionId") == "allow" else "failed"
             else:
-                report = f"permission: {kind}"
+                report = f"permission: {ended}"
                 status = "cancelled" if self.v2 else "failed"
         self.tool_update(tool_call_id, status=status)
         self.chunk("agent_message_chunk", self.session.next_id("msg"), report)

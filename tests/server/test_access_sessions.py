@@ -17,6 +17,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.typing import Origin
 
 from hub.settings import Settings
+from tests.access.test_qr import encodes
 from tests.credentials import AUTHORITY, TEST_SECRET, token
 from tests.server.harness import AcpClient, RpcFailure, acp_client, running_hub, scripted_agent
 from tests.server.test_arbitration import (
@@ -170,6 +171,9 @@ async def test_revoking_a_link_closes_its_connections_and_survives_a_restart(
             "_hub/share/create", {"sessionId": sid, "role": "approver", "expiresIn": 600}
         )
         assert created["url"].endswith(f"/s/{sid}#token={created['token']}")
+        # Beside the link, its QR code: an SVG that draws exactly that URL.
+        assert created["qrSvg"].startswith("<svg ")
+        assert encodes(created["qrSvg"], created["url"])
         link_url = hub.url_with(created["token"])
         async with acp_client(link_url) as bob, acp_client(link_url) as bob_phone:
             assert bob.init_result["_meta"]["acp-hub"]["role"] == "viewer"

@@ -11,10 +11,12 @@ import json
 import re
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote
 
 from playwright.sync_api import expect
 from websockets.sync.client import connect
 
+from tests.access.test_qr import encodes
 from tests.credentials import owner_token
 from tests.web.harness import WAIT_MS, Hub, send_prompt, start_session, transcript
 
@@ -39,6 +41,17 @@ def test_owner_url_share_dialog_viewer_link_and_revocation(
     expect(owner.locator(".share-url")).to_have_value(re.compile("#token="), timeout=WAIT_MS)
     link = owner.locator(".share-url").input_value()
     assert link.startswith(f"{hub.url}/s/{session}#token=")
+    # Beside it, the link's QR code for a phone, drawn (and loaded) as an image, with the warning.
+    code = owner.locator("img.share-qr-code")
+    expect(code).to_be_visible()
+    owner.wait_for_function("document.querySelector('img.share-qr-code').naturalWidth > 0")
+    src = code.get_attribute("src") or ""
+    prefix = "data:image/svg+xml;charset=utf-8,"
+    assert src.startswith(prefix)
+    assert encodes(unquote(src.removeprefix(prefix)), link)
+    warning = owner.locator(".share-qr-warning").inner_text()
+    assert "Anyone who scans" in warning
+    assert "viewer role" in warning
     owner.wait_for_selector(".share-item[data-state=active]")
     owner.click("button.share-close")
 

@@ -153,6 +153,13 @@ export class ShareDialog {
     copy.type = 'button';
     copy.addEventListener('click', () => this.copy());
     this.result.append(this.url, copy);
+    // The new link's QR code, for a phone to scan, with what scanning it grants.
+    this.scan = el('figure', 'share-qr');
+    this.scan.hidden = true;
+    this.qr = /** @type {HTMLImageElement} */ (el('img', 'share-qr-code'));
+    this.qr.alt = 'QR code of the new link';
+    this.qrWarning = el('figcaption', 'share-qr-warning');
+    this.scan.append(this.qr, this.qrWarning);
 
     this.error = el('p', 'share-error');
     this.error.setAttribute('role', 'alert');
@@ -160,7 +167,7 @@ export class ShareDialog {
     const close = /** @type {HTMLButtonElement} */ (el('button', 'share-close', 'Close'));
     close.type = 'button';
     close.addEventListener('click', () => this.dialog.close());
-    this.dialog.append(title, form, this.result, this.error, el('h3', '', 'Links'), this.list, close);
+    this.dialog.append(title, form, this.result, this.scan, this.error, el('h3', '', 'Links'), this.list, close);
   }
 
   open() {
@@ -180,11 +187,24 @@ export class ShareDialog {
       });
       this.url.value = String(link?.url ?? '');
       this.result.hidden = false;
+      this.showCode(typeof link?.qrSvg === 'string' ? link.qrSvg : '', String(link?.role ?? ''));
       this.url.select();
       await this.refresh();
     } catch (error) {
       this.error.textContent = `Could not create the link: ${errorText(error)}`;
     }
+  }
+
+  /**
+   * Show the hub's SVG as an image: a data: URL in an <img> runs no script, whatever it holds.
+   * @param {string} svg
+   * @param {string} role
+   */
+  showCode(svg, role) {
+    this.scan.hidden = !svg.startsWith('<svg');
+    if (this.scan.hidden) return;
+    this.qr.src = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(svg)}`;
+    this.qrWarning.textContent = `Anyone who scans this code gets the link, and with it the ${role} role here, until it expires or you revoke it.`;
   }
 
   async copy() {

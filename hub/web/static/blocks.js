@@ -185,7 +185,9 @@ export function permissionLine(record) {
       break;
     case 'resolved': {
       const by = record.resolvedBy;
-      text = `${describeOutcome(record) || 'answered'} by ${describePrincipal(by)}`;
+      // Answered by a permission rule (docs/arbitration.md): which one, and who added it.
+      const who = by?.rule ? `rule ${String(by.rule)} (added by ${String(by.createdBy ?? 'config')})` : describePrincipal(by);
+      text = `${describeOutcome(record) || 'answered'} by ${who}`;
       break;
     }
     case 'timed_out':

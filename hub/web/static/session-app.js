@@ -15,6 +15,8 @@
 
 import { SessionModel } from './fold.js';
 import { ShareDialog, identityBadge, renderRefusal } from './access.js';
+import { DownloadMenu } from './download.js';
+import { RulesMenu } from './rules.js';
 import { RpcConnection, RpcError, hubMeta, hubSocketUrl } from './rpc.js';
 import { pageToken, refusal } from './token.js';
 import { SessionView } from './view.js';
@@ -219,6 +221,7 @@ export function mountSession(root, options = {}) {
       cursor = { epoch: meta.epoch, seq: meta.seq };
     }
     model.apply(update);
+    if (update?.sessionUpdate === '_hub_rules' && rules) rules.show(Array.isArray(update.rules) ? update.rules : []);
     view.schedule();
   }
 
@@ -226,6 +229,10 @@ export function mountSession(root, options = {}) {
   let identity = null;
   /** @type {ShareDialog | null} */
   let share = null;
+  /** @type {DownloadMenu | null} */
+  let download = null;
+  /** @type {RulesMenu | null} */
+  let rules = null;
   /** @param {Record<string, any>} meta */
   function showIdentity(meta) {
     const row = view.account;
@@ -237,6 +244,15 @@ export function mountSession(root, options = {}) {
     if (meta.role === 'owner' && !meta.link && !options.embed && !share) {
       share = new ShareDialog(connection, sessionId);
       row.append(share.button);
+    }
+    if (meta.role === 'owner' && !options.embed && !rules) {
+      rules = new RulesMenu(connection, sessionId, view.dialogs.element, (id) =>
+        [...view.dialogs.requests].find(([key]) => String(key) === id)?.[1]?.params);
+      row.append(rules.element);
+    }
+    if (!options.embed && !download) {
+      download = new DownloadMenu(connection, sessionId);
+      row.append(download.element);
     }
   }
 

@@ -1,0 +1,171 @@
+"""Permission rules end to end with the project's scripted agent: a session rule answers an edit
+under ``src/`` while the command still reaches a person; every client sees the rule and who
+answered; a viewer cannot add rules; a path outside the cwd is never allowed by rule."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hub.settings import Settings
+from tests.credentials import token
+from tests.server.harness import AcpClient, RpcFailure, acp_client, running_hub, scripted_agent
+from tests.server.test_arbitration import allow, permission_requests, resume
+
+pytestmark = pytest.mark.anyio
+FORBIDDEN = -32040
+
+
+def hub_updates(client: AcpClient, sid: str, variant: str) -> list[dict[str, Any]]:
+    return [
+        p["update"]
+        for p in client.session_updates(sid)
+        if p["update"].get("sessionUpdate") == variant
+    ]
+
+
+def reports(client: AcpClient, sid: str) -> list[str]:
+    return [
+        u["content"]["text"]
+        for u in hub_updates(client, sid, "agent_message_chunk")
+        if u["content"]["text"].startswith("permission:")
+    ]
+
+
+async def run_turn(client: AcpClient, sid: str, script: str, answers: list[str]) -> list[str]:
+    """Prompt ``script``; answer each permission request that reaches ``client`` in turn
+    with ``answers``; the titles of those requests."""
+    prompt = await client.start(
+        "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": script}]}
+    )
+    seen: list[str] = []
+
+    def asked() -> list[dict[str, Any]]:
+        return [r for r in permission_requests(client) if r["params"]["sessionId"] == sid]
+
+    for answer in answers:
+        await client.wait_for(lambda: len(asked()) > len(seen))
+        request = asked()[len(seen)]
+        seen.append(request["params"]["title"])
+        await client.answer(request["id"], allow(answer))
+    await client.result(prompt)
+    await client.wait_for(lambda: client.idle_count(sid) >= 1)
+    return seen
+
+
+async def test_a_rule_answers_the_edit_and_the_command_reaches_a_person(tmp_path: Path) -> None:
+    async with running_hub([scripted_agent()]) as hub, acp_client(hub.url, name="alice") as alice:
+        sid = await alice.new_session(cwd=str(tmp_path))
+        viewer_token = token("viewer", sub="vic", name="Vic", sessions=[sid])
+        async with acp_client(hub.url_with(viewer_token)) as vic:
+            await resume(vic, sid)
+            added = await alice.call(
+                "_hub/rules/add",
+                {"sessionId": sid, "match": {"kind": "edit", "path": "src/**"}, "answer": "allow"},
+            )
+            rule_id = added["ruleId"]
+            # Everyone sees the rule, and who added it.
+            await vic.wait_for(lambda: bool(hub_updates(vic, sid, "_hub_rules")))
+            (rule,) = hub_updates(vic, sid, "_hub_rules")[-1]["rules"]
+            assert rule["ruleId"] == rule_id
+            assert rule["match"] == {"kind": "edit", "path": "src/**"}
+            assert rule["createdBy"]
+            listed = await vic.call("_hub/rules/list", {"sessionId": sid})
+            assert [r["ruleId"] for r in listed["rules"]] == [rule_id]
+            # A viewer cannot add or remove rules.
+            for method, params in (
+                ("_hub/rules/add", {"match": {}, "answer": "allow"}),
+                ("_hub/rules/remove", {"ruleId": rule_id}),
+            ):
+                with pytest.raises(RpcFailure) as info:
+                    await vic.call(method, {"sessionId": sid, **params})
+                assert info.value.code == FORBIDDEN
+
+            script = "permission-edit src/app/main.py\npermission-exec rm -rf build"
+            asked = await run_turn(alice, sid, script, ["reject"])
+            # Only the command reached a person; the edit was answered by the rule.
+            assert asked == ["Allow: Run rm -rf build?"]
+            assert reports(alice, sid) == [
+                "permission: selected allow",
+                "permission: selected reject",
+            ]
+            decided = [
+                u for u in hub_updates(vic, sid, "_hub_permission") if u["status"] == "resolved"
+            ]
+            assert decided[0]["by"] == {"rule": rule_id, "createdBy": rule["createdBy"]}
+            assert decided[0]["outcome"] == {"outcome": "selected", "optionId": "allow"}
+            assert "by" not in decided[1]
+            # The transcript says which rule allowed it, and who added the rule.
+            page = await alice.call("_hub/export", {"sessionId": sid, "format": "md"})
+            assert f"Allow — by rule {rule_id} (added by {rule['createdBy']})" in page["data"]
+            # Removed, the rule answers nothing any more.
+            await alice.call("_hub/rules/remove", {"sessionId": sid, "ruleId": rule_id})
+            assert (await alice.call("_hub/rules/list", {"sessionId": sid}))["rules"] == []
+            with pytest.raises(RpcFailure):
+                await alice.call("_hub/rules/remove", {"sessionId": sid, "ruleId": rule_id})
+
+
+async def test_a_path_outside_the_cwd_is_never_allowed_by_rule(tmp_path: Path) -> None:
+    every_edit = {"match": {"kind": "edit"}, "answer": "allow"}
+    settings = replace(Settings(), permission_rules=(every_edit,))
+    async with running_hub([scripted_agent()], settings) as hub, acp_client(hub.url) as owner:
+        (tmp_path / "project").mkdir()
+        sid = await owner.new_session(cwd=str(tmp_path / "project"))
+        await owner.call("_hub/rules/add", {"sessionId": sid, **every_edit})
+        script = "\n".join(
+            [
+                "permission-edit src/inside.py",
+                "permission-edit ../outside.py",
+                "permission-edit /etc/passwd",
+                "permission-edit src/../../escape.py",
+            ]
+        )
+        asked = await run_turn(owner, sid, script, ["reject", "reject", "reject"])
+        assert asked == [
+            "Allow: Edit ../outside.py?",
+            "Allow: Edit /etc/passwd?",
+            "Allow: Edit src/../../escape.py?",
+        ]
+        assert reports(owner, sid)[0] == "permission: selected allow"
+
+
+async def test_bad_rules_are_refused() -> None:
+    async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as owner:
+        sid = await owner.new_session()
+        for params in (
+            {"match": {"kind": "edit"}, "answer": "maybe"},
+            {"match": {"colour": "red"}, "answer": "allow"},
+            {"match": {"path": ""}, "answer": "allow"},
+            {"match": "src/**", "answer": "allow"},
+        ):
+            with pytest.raises(RpcFailure) as info:
+                await owner.call("_hub/rules/add", {"sessionId": sid, **params})
+            assert info.value.code == -32602
+    with pytest.raises(ValueError, match="permission_rules"):
+        async with running_hub(
+            [scripted_agent()], replace(Settings(), permission_rules=({"answer": "yes"},))
+        ):
+            pass
+
+
+async def test_an_agents_rules_answer_in_its_sessions_only(tmp_path: Path) -> None:
+    listing = {"match": {"kind": "execute", "command": "ls *"}, "answer": "allow"}
+    trusting = replace(scripted_agent("trusting"), permission_rules=(listing,))
+    async with (
+        running_hub([trusting, scripted_agent("plain")]) as hub,
+        acp_client(hub.url) as owner,
+    ):
+        sid = await owner.new_session("trusting", cwd=str(tmp_path))
+        asked = await run_turn(
+            owner, sid, "permission-exec ls -la\npermission-exec rm x", ["reject"]
+        )
+        assert asked == ["Allow: Run rm x?"]
+        decided = [u for u in hub_updates(owner, sid, "_hub_permission") if u.get("by")]
+        assert decided[0]["by"] == {"rule": "agent-1", "createdBy": "config"}
+        other = await owner.new_session("plain", cwd=str(tmp_path))
+        assert await run_turn(owner, other, "permission-exec ls -la", ["allow"]) == [
+            "Allow: Run ls -la?"
+        ]
