@@ -429,7 +429,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=["md", "jsonl"],
         help="md (a transcript) or jsonl (the event log, for acp-hub import) (default: md)",
     )
-    import_help = "import a JSONL export into a running hub as an archived session"
+    import_help = "import a JSONL export as an archived session"
     i = sub.add_parser("import", help=import_help, description=_sentence(import_help))
     i.add_argument("file", help="the export (acp-hub export --format jsonl, or _hub/export)")
     i.add_argument("--url", required=True, help="the hub's endpoint, e.g. ws://127.0.0.1:8765/acp")

@@ -28,7 +28,7 @@ from tests.credentials import hub_env
 from tests.support import ROOT
 
 ACP_HUB = Path(sys.executable).parent / "acp-hub"
-SUBCOMMANDS = ("serve", "demo", "agent-login", "token", "url", "bridge")
+SUBCOMMANDS = ("serve", "demo", "agent-login", "token", "url", "export", "import", "bridge")
 TIMEOUT = 30.0
 
 

@@ -80,6 +80,8 @@ HUB_METHODS: Final[frozenset[str]] = frozenset(
         "session/new",
         # the trail names every session's principals
         "_hub/audit/list",
+        # an archive is a new session, listed to every credential for every session
+        "_hub/import",
     }
 )
 """Methods that act beyond one session: besides their role they need a credential for the

@@ -21,6 +21,8 @@ READ_ONLY = {
     "session/detach",
     "_hub/subscribe_sessions",
     "_hub/unsubscribe_sessions",
+    "_hub/export",
+    "_hub/rules/list",
 }
 
 
