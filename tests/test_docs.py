@@ -120,7 +120,13 @@ class Shell:
 
     @property
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ACP_HUB_")}
+        # A reader's shell: none of the hub's variables, and not inside a make of ours (a
+        # nested make would print "Entering directory" before what the reader sees).
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("ACP_HUB_") and k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")
+        }
         env.update(
             HOME=str(self.home),
             PYTHONPATH=str(ROOT),

@@ -118,7 +118,10 @@ MARK_CONTROLS = """() => {
   const controls = [...document.querySelectorAll(
     'a[href], button, input, select, textarea, summary, [tabindex]:not([tabindex="-1"])')]
     .filter((node) => !node.disabled && node.getClientRects().length > 0
-      && getComputedStyle(node).visibility !== 'hidden');
+      && getComputedStyle(node).visibility !== 'hidden'
+      // The contents of a closed disclosure (the Download and Rules menus) are reached by
+      // opening it from its summary, which is itself a control.
+      && !(node.closest('details:not([open])') && !node.closest('summary')));
   controls.forEach((node, index) => { node.dataset.control = String(index); });
   return controls.map((node) => `${node.tagName} ${node.textContent.trim().slice(0, 30)}`);
 }"""

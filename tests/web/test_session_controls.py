@@ -147,7 +147,7 @@ def test_lease_queue_withdraw_and_grant_between_two_drivers(hub: Hub, new_page: 
     bob.get_by_role("button", name="Withdraw queued prompt: say from bob").click()
     for page in (alice, bob):
         page.wait_for_selector(".panel-queue", state="hidden")
-    alice.locator(".permission-dialog").get_by_role("button", name="Allow").click()
+    alice.locator(".permission-dialog").get_by_role("button", name="Allow once").click()
     wait_idle(alice)
 
     # The owner makes the lease decide who prompts, then gives it to bob.
