@@ -1,4 +1,5 @@
-"""Permission rules end to end with the project's scripted agent: a session rule answers an edit
+"""Permission rules end to end with the project's scripted agent and the TypeScript SDK's
+example agent: a session rule answers an edit
 under ``src/`` while the command still reaches a person; every client sees the rule and who
 answered; a viewer cannot add rules; a path outside the cwd is never allowed by rule."""
 
@@ -10,10 +11,13 @@ from typing import Any
 
 import pytest
 
+from hub.agents.spec import AgentSpec
 from hub.settings import Settings
 from tests.credentials import token
+from tests.peers.paths import ts_agent_js
 from tests.server.harness import AcpClient, RpcFailure, acp_client, running_hub, scripted_agent
 from tests.server.test_arbitration import allow, permission_requests, resume
+from tests.support import require_binary
 
 pytestmark = pytest.mark.anyio
 FORBIDDEN = -32040
@@ -169,3 +173,47 @@ async def test_an_agents_rules_answer_in_its_sessions_only(tmp_path: Path) -> No
         assert await run_turn(owner, other, "permission-exec ls -la", ["allow"]) == [
             "Allow: Run ls -la?"
         ]
+
+
+def _said(client: AcpClient, sid: str) -> str:
+    return "".join(
+        str(u.get("content", {}).get("text"))
+        for u in hub_updates(client, sid, "agent_message_chunk")
+    )
+
+
+async def test_rules_answer_a_third_party_agents_request_and_never_allow_outside_the_cwd(
+    tmp_path: Path,
+) -> None:
+    # The TypeScript SDK's example agent asks to edit /home/user/project/config.json, a path
+    # outside any session's cwd here: an allow rule never answers it, a person does; a reject
+    # rule (no cwd restriction: refusing is always safe) answers it at once.
+    node = require_binary("node")
+    agent = AgentSpec(name="ts", command=node, args=(str(ts_agent_js()),))
+    async with running_hub([agent]) as hub, acp_client(hub.url, name="alice") as alice:
+        sid = await alice.new_session(cwd=str(tmp_path))
+        await alice.call(
+            "_hub/rules/add",
+            {"sessionId": sid, "match": {"kind": "edit", "path": "**"}, "answer": "allow"},
+        )
+        titles = await run_turn(alice, sid, "change the configuration", ["allow"])
+        assert titles == ["Modifying critical configuration file"]  # asked of a person
+        assert "successfully updated the configuration" in _said(alice, sid)
+
+        rule = await alice.call(
+            "_hub/rules/add", {"sessionId": sid, "match": {"kind": "edit"}, "answer": "reject"}
+        )
+        before = len(permission_requests(alice))
+        await alice.call(
+            "session/prompt",
+            {"sessionId": sid, "prompt": [{"type": "text", "text": "change it again"}]},
+        )
+        await alice.wait_for(lambda: alice.idle_count(sid) >= 2)
+        assert len(permission_requests(alice)) == before  # nobody was asked
+        assert "prefer not to make that change" in _said(alice, sid)
+        records = [
+            u
+            for u in hub_updates(alice, sid, "_hub_permission")
+            if u.get("status") == "resolved" and u.get("by")
+        ]
+        assert [r["by"]["rule"] for r in records] == [rule["ruleId"]]
