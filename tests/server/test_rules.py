@@ -1,7 +1,7 @@
 """Permission rules end to end with the project's scripted agent and the TypeScript SDK's
-example agent: a session rule answers an edit
-under ``src/`` while the command still reaches a person; every client sees the rule and who
-answered; a viewer cannot add rules; a path outside the cwd is never allowed by rule."""
+example agent: a session rule answers an edit under ``src/`` while the command still reaches a
+person; every client sees the rule and who answered; a viewer cannot add rules; a path outside
+the cwd is never allowed by rule."""
 
 from __future__ import annotations
 
