@@ -246,7 +246,13 @@ def test_agent_restart_that_takes_the_session_back_explained_in_words(
 def test_replay_shows_its_progress(hub: Hub, new_page: NewPage) -> None:
     writer = new_page()
     session = start_session(writer, hub.url, agent="scripted")
-    send_prompt(writer, "\n".join(["say line"] * 1500))
+    # A long history from a long prompt: the text is put in the prompt box at once (typing
+    # 13 KB through fill takes tens of seconds on a busy machine), then sent with Enter.
+    writer.locator("#prompt-input").evaluate(
+        "(box, text) => { box.value = text; box.dispatchEvent(new Event('input')); }",
+        "\n".join(["say line"] * 1500),
+    )
+    writer.press("#prompt-input", "Enter")
     wait_idle(writer)
     reader = new_page()
     # Record every text the progress indicator shows while the page loads.
