@@ -19,26 +19,22 @@ waits for nobody.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
-from hub.agents import PromptAck
 from hub.agents.errors import AgentError
 from hub.protocol.errors import AGENT_UNAVAILABLE, hub_error
+from hub.sessions.restore import UnconfiguredAgent
 
 ARCHIVE_PREFIX: Final = "archive:"
 
 
-class ArchivedAgent:
+class ArchivedAgent(UnconfiguredAgent):
     """The agent of an archived session: every operation that would reach an agent is
-    refused with ``AGENT_UNAVAILABLE`` (``-32042``), saying the session is an archive."""
+    refused with ``AGENT_UNAVAILABLE`` (``-32042``), saying the session is an archive (the
+    refusals of ``UnconfiguredAgent``, with their own reason)."""
 
     def __init__(self, name: str) -> None:
-        self._name = name if name.startswith(ARCHIVE_PREFIX) else ARCHIVE_PREFIX + name
-
-    @property
-    def name(self) -> str:
-        return self._name
+        super().__init__(name if name.startswith(ARCHIVE_PREFIX) else ARCHIVE_PREFIX + name)
 
     def _refuse(self) -> AgentError:
         return AgentError(
@@ -49,28 +45,3 @@ class ArchivedAgent:
                 {"archived": True},
             )
         )
-
-    async def prompt(self, session_id: str, blocks: Sequence[dict[str, Any]], /) -> PromptAck:
-        raise self._refuse()
-
-    async def cancel(self, session_id: str, /) -> None:
-        raise self._refuse()
-
-    async def set_config_option(
-        self, session_id: str, config_id: str, kind: str, value: Any, /
-    ) -> list[dict[str, Any]]:
-        raise self._refuse()
-
-    async def set_mode(self, session_id: str, mode_id: str, /) -> None:
-        raise self._refuse()
-
-    async def extension(
-        self, session_id: str | None, method: str, params: dict[str, Any], /
-    ) -> Any:
-        raise self._refuse()
-
-    async def close_session(self, session_id: str, /) -> None:
-        return None
-
-    async def delete_session(self, session_id: str, /) -> None:
-        return None
