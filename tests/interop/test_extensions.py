@@ -27,6 +27,7 @@ from hub.settings import Settings
 from tests.bridge.harness import EditorClient, spawn_bridge
 from tests.credentials import token
 from tests.server.harness import (
+    AcpClient,
     HubHandle,
     RpcFailure,
     acp_client,
@@ -225,3 +226,45 @@ async def test_a_configured_method_without_a_session_goes_to_the_default_agent()
                 await one_session.call("_acme/echo", {})
             assert narrow.value.code == FORBIDDEN
             assert "every session" in narrow.value.error["message"]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_raw_clients_of_each_version_get_the_agents_extension_messages(
+    version: int,
+) -> None:
+    async with (
+        running_hub([scripted_agent("scripted", 2)]) as hub,
+        acp_client(hub.url, version) as owner,
+        acp_client(hub.url, version, role="viewer") as viewer,
+    ):
+        sid = await owner.new_session()
+        await viewer.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+        await owner.start(
+            "session/prompt",
+            {"sessionId": sid, "prompt": [{"type": "text", "text": TURN}]},
+        )
+        # The notification reaches every attached client, unchanged but for the session id.
+        for client in (owner, viewer):
+
+            def noted(c: AcpClient = client) -> bool:
+                return any(n["method"] == "_acme/progress" for n in c.notifications)
+
+            await client.wait_for(noted)
+            (note,) = [n for n in client.notifications if n["method"] == "_acme/progress"]
+            assert note["params"] == {"sessionId": sid, "pct": 50}
+        # The request goes to the prompter only, and its answer reaches the agent.
+        await owner.wait_for(lambda: any(r["method"] == "_acme/ask" for r in owner.requests))
+        (asked,) = [r for r in owner.requests if r["method"] == "_acme/ask"]
+        assert asked["params"] == {"sessionId": sid, "q": "which size?"}
+        await owner.answer(asked["id"], {"answer": version})
+
+        def said() -> str:
+            return "".join(
+                str(p["update"].get("content", {}).get("text"))
+                for p in viewer.session_updates(sid)
+                if p["update"].get("sessionUpdate") == "agent_message_chunk"
+            )
+
+        await viewer.wait_for(lambda: "all done" in said())
+        assert f'ext-ask: {{"answer": {version}}}' in said()
+        assert not [r for r in viewer.requests if r["method"] == "_acme/ask"]
