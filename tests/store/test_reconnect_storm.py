@@ -101,7 +101,9 @@ async def test_a_thousand_clients_of_a_killed_node_resume_elsewhere(
                     timeout=120,
                 )
                 reconnected.append(time.monotonic() - killed_at)
-                await turns_ended(second, session_id, 1)
+                # The turn's end reaches a thousand observers on a busy machine: correctness,
+                # not speed, is checked here (S10 measures the time).
+                await second.wait_for(lambda: second.idle_count(session_id) >= 1, timeout=120)
                 more = second.seqs(session_id)
                 if updates_of(second, session_id, "_hub_reset"):
                     problems.append(f"{index}: reset")
