@@ -80,6 +80,14 @@ async def test_the_approvers_node_dies_and_it_answers_through_another(
         await approver.prompt(session_id, "say before\npermission\nsay after")
         await approver.wait_for(lambda: bool(permission_requests(approver)))
         (offered,) = permission_requests(approver)
+        # The request may come ahead of the session's events on this node: the cursor is taken
+        # once the pending record itself has arrived.
+        await approver.wait_for(
+            lambda: any(
+                p["update"].get("sessionUpdate") == "_hub_permission"
+                for p in approver.session_updates(session_id)
+            )
+        )
         after = cursor(approver, session_id)
         await b.kill()
         # Node A sees B's clients gone (its heartbeat stopped): the request waits for them.
