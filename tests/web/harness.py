@@ -41,23 +41,56 @@ class Hub:
     """The owner URL the hub printed (``#token=…``)."""
 
 
+EMBEDDING_DOC = ROOT / "docs" / "embedding.md"
+DOC_HUB = "https://hub.example.com"
+"""The hub's URL in docs/embedding.md's snippets, which the host pages replace by the test hub's."""
+DOC_SESSION = "s-5f2a0c1d9e8b7a64"
+
+
+def embedding_snippet(marker: str) -> str:
+    """The ``html`` block of docs/embedding.md that contains ``marker`` (``<acp-session`` for
+    the widget, ``<iframe`` for the plain frame): the host pages serve the documented snippet
+    itself, so that the docs show what works."""
+    text = EMBEDDING_DOC.read_text()
+    found: list[str] = re.findall(r"```html\n(.*?)```", text, re.DOTALL)
+    (block,) = [b for b in found if marker in b]
+    return block
+
+
 HOST_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Host application</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<script src="{hub}/widget.js" defer></script></head>
+<meta name="viewport" content="width=device-width, initial-scale=1"></head>
 <body style="font-family: system-ui, sans-serif; margin: 24px; max-width: 760px">
 <h1>Our product page</h1>
 <p>The agent session below is live, served by acp-hub.</p>
 <p><label>Notes on this page <input id="host-notes"></label></p>
-<acp-session hub="{hub}" session="{session}" role="{role}" max-height="560"></acp-session>
+{snippet}
 </body></html>
 """
 
 
+def host_page(snippet: str, hub: str, session: str, role: str, token: str) -> str:
+    """The host page around docs/embedding.md's ``snippet``, its placeholders filled in: the
+    hub, the session, the role; the token where one is given, else the widget's ``token``
+    attribute left out (the embed view then uses the credential its origin already holds)."""
+    snippet = snippet.replace(DOC_HUB, hub).replace(DOC_SESSION, session)
+    snippet = re.sub(r'role="viewer"', f'role="{role}"', snippet)
+    snippet = snippet.replace("role=viewer", f"role={role}")
+    if token:
+        snippet = snippet.replace("TOKEN-MINTED-BY-YOUR-BACKEND", token)
+        snippet = snippet.replace("token=TOKEN", f"token={token}")
+    else:
+        snippet = re.sub(r'\n\s*token="[^"]*"', "", snippet)
+        snippet = snippet.replace("token=TOKEN&", "")
+    return HOST_PAGE.format(snippet=snippet)
+
+
 class HostPages:
     """An HTTP server on its own loopback port (its own origin) whose page embeds a session
-    with the widget: ``/?hub=URL&session=ID`` (``&role=ROLE``: the element's role, ``viewer``
-    unless given), above it an input of the host page's own (``#host-notes``)."""
+    with docs/embedding.md's widget snippet: ``/?hub=URL&session=ID`` (``&role=ROLE``: the
+    element's role, ``viewer`` unless given; ``&token=T``: the element's token), or with its
+    plain-iframe snippet at ``/iframe?...``; above it an input of the host page's own
+    (``#host-notes``)."""
 
     def __init__(self) -> None:
         class Handler(BaseHTTPRequestHandler):
@@ -66,14 +99,18 @@ class HostPages:
                 hub = query.get("hub", [""])[0]
                 session = query.get("session", [""])[0]
                 role = query.get("role", ["viewer"])[0]
+                token = query.get("token", [""])[0]
                 if (
                     not re.fullmatch(r"http://127\.0\.0\.1:\d+", hub)
                     or not re.fullmatch(r"[A-Za-z0-9_.-]+", session)
                     or role not in ("viewer", "approver", "driver", "owner")
+                    or not re.fullmatch(r"[A-Za-z0-9_.-]*", token)
                 ):
                     self.send_error(400)
                     return
-                body = HOST_PAGE.format(hub=hub, session=session, role=role).encode()
+                marker = "<iframe" if urlsplit(self.path).path == "/iframe" else "<acp-session"
+                snippet = embedding_snippet(marker)
+                body = host_page(snippet, hub, session, role, token).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
@@ -88,8 +125,11 @@ class HostPages:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    def page(self, hub: str, session: str, role: str = "viewer") -> str:
-        return f"{self.origin}/?hub={hub}&session={session}&role={role}"
+    def page(
+        self, hub: str, session: str, role: str = "viewer", token: str = "", path: str = "/"
+    ) -> str:
+        page = f"{self.origin}{path}?hub={hub}&session={session}&role={role}"
+        return f"{page}&token={token}" if token else page
 
     def close(self) -> None:
         self.server.shutdown()

@@ -1,5 +1,7 @@
 """The widget on host pages: allowed origins get a live, self-sizing session; other origins
-are refused by the embed view's CSP (frame-ancestors)."""
+are refused by the embed view's CSP (frame-ancestors). The host pages serve docs/embedding.md's
+own snippets (``tests/web/harness.py``), with a token minted for the one session as the doc
+tells a backend to."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.credentials import token
 from tests.web.harness import (
     Embedding,
     Hub,
@@ -45,7 +48,8 @@ def test_widget_on_an_allowed_origin_shows_the_session_and_sizes_itself(
         "document.addEventListener('acp-session:resize', (event) => {"
         " window.resized = event.detail.height; });"
     )
-    host.goto(embedding.allowed.page(hub.url, session))
+    viewer = token("viewer", sub="widget-reader", sessions=[session], ttl=600)
+    host.goto(embedding.allowed.page(hub.url, session, token=viewer))
     frame = host.frame_locator("acp-session iframe")
     frame.locator("[data-connection=ready]").wait_for()
     frame.locator(".msg-agent").last.wait_for()
@@ -53,9 +57,9 @@ def test_widget_on_an_allowed_origin_shows_the_session_and_sizes_itself(
     # role="viewer" on the element: read-only.
     assert frame.locator("#prompt-input").is_hidden()
     # The embed view reported its height; the iframe grew past its initial 240 px, up to
-    # the element's max-height.
+    # the element's max-height (640 in the doc's snippet).
     host.wait_for_function(f"({FRAME_HEIGHT})() > 240")
-    assert host.evaluate(FRAME_HEIGHT) <= 560
+    assert host.evaluate(FRAME_HEIGHT) <= 640
     host.wait_for_function(f"window.resized === ({FRAME_HEIGHT})()")
     screenshot(host, "widget.png")
 
@@ -71,3 +75,25 @@ def test_widget_on_another_origin_is_refused(
     # No frame of the page holds the session view.
     for frame in host.frames:
         assert frame.evaluate("document.querySelector('.session-app') === null")
+
+
+def test_the_documented_plain_iframe_shows_the_session_and_posts_its_height(
+    hub: Hub, embedding: Embedding, new_page: NewPage
+) -> None:
+    session = _finished_session(hub, new_page)
+    host = new_page(viewport={"width": 900, "height": 800})
+    host.add_init_script(
+        "window.addEventListener('message', (event) => {"
+        " if (event.data && event.data.type === 'acp-hub:height')"
+        " window.height = event.data.height;"
+        " });"
+    )
+    viewer = token("viewer", sub="iframe-reader", sessions=[session], ttl=600)
+    host.goto(embedding.allowed.page(hub.url, session, token=viewer, path="/iframe"))
+    frame = host.frame_locator("iframe")
+    frame.locator("[data-connection=ready]").wait_for()
+    frame.locator(".msg-agent").last.wait_for()
+    assert "explain the widget" in frame.locator(".entries").inner_text()
+    # role=viewer in the frame's URL: read-only.
+    assert frame.locator("#prompt-input").is_hidden()
+    host.wait_for_function("window.height > 0")
