@@ -182,6 +182,10 @@ async def test_revoking_a_link_closes_its_connections_and_survives_a_restart(
             await resume(bob_phone, sid)
             # Presence coalesces: the joins are seen before the leaves they would cancel out.
             await owner.wait_for(lambda: presence_count(owner, sid) == 3)
+            # The people who came by the link are shown by its label, their program aside.
+            clients = owner.fold(sid).snapshot()["hub"]["_hub_presence"]["clients"]
+            by_link = [c for c in clients if c["principal"] == f"link:{created['linkId']}"]
+            assert [(c["name"], c["program"]) for c in by_link] == [("for bob", "test-client")] * 2
             listed = await owner.call("_hub/share/list", {"sessionId": sid})
             assert {x["linkId"] for x in listed["links"]} == {created["linkId"], kept["linkId"]}
             # Both connections are closed while the revocation is handled, before its answer
