@@ -52,17 +52,8 @@ import anyio.abc
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from hub.bridge import prompts
-from hub.bridge.actions import (
-    Action,
-    Connect,
-    Notify,
-    OwnAnswer,
-    Reconnect,
-    Submit,
-    ToEditor,
-    ToHub,
-)
+from hub.bridge import actions, prompts
+from hub.bridge.backoff import RECONNECT_WINDOW, Backoff, gone
 from hub.bridge.core import Relay
 from hub.bridge.editor import EditorChannel, EditorClosed
 from hub.bridge.frames import HubError, unreachable
@@ -71,11 +62,6 @@ from hub.bridge.tracking import PromptWait
 from hub.protocol.errors import RpcError
 
 log = logging.getLogger("hub.bridge")
-
-RECONNECT_WINDOW = 60.0
-"""Seconds the bridge keeps trying to reach a hub it lost before it gives up."""
-BACKOFF_FIRST = 0.05
-BACKOFF_MAX = 2.0
 
 
 class Bridge:
@@ -133,25 +119,25 @@ class Bridge:
             raise RuntimeError("the bridge is not running")
         self._tg.start_soon(fn, name=name)
 
-    async def _perform(self, actions: list[Action]) -> None:
+    async def _perform(self, steps: list[actions.Action]) -> None:
         """Carry out the core's actions, in order."""
-        for action in actions:
-            if isinstance(action, ToEditor):
+        for action in steps:
+            if isinstance(action, actions.ToEditor):
                 await self.editor.send(action.frame)
-            elif isinstance(action, ToHub):
+            elif isinstance(action, actions.ToHub):
                 await self._to_hub(action.frame)
-            elif isinstance(action, OwnAnswer | Reconnect):
+            elif isinstance(action, actions.OwnAnswer | actions.Reconnect):
                 self._signal(action)
-            elif isinstance(action, Connect):
+            elif isinstance(action, actions.Connect):
                 await self._initialize(action.editor_id)
-            elif isinstance(action, Submit):
+            elif isinstance(action, actions.Submit):
                 try:
                     await self._wait_link()
                 except LinkFailure as exc:
                     await self._perform(self.core.refuse(action.pending, exc.error))
                 else:
                     await self._perform(self.core.submit(action.pending))
-            elif isinstance(action, Notify):
+            elif isinstance(action, actions.Notify):
                 try:
                     await self._wait_link()
                 except LinkFailure as exc:
@@ -159,9 +145,9 @@ class Bridge:
                 else:
                     await self._to_hub(action.frame)
 
-    def _signal(self, action: OwnAnswer | Reconnect) -> None:
+    def _signal(self, action: actions.OwnAnswer | actions.Reconnect) -> None:
         """The actions that need no waiting: wake an own request's caller, or reconnect."""
-        if isinstance(action, Reconnect):
+        if isinstance(action, actions.Reconnect):
             self._start_reconnect()
             return
         done = self._calls.pop(action.pending.hub_id, None)
@@ -247,8 +233,7 @@ class Bridge:
         self._spawn(self._reconnect, "reconnect")
 
     async def _reconnect(self) -> None:
-        deadline = anyio.current_time() + self.reconnect_window
-        delay = BACKOFF_FIRST
+        backoff = Backoff(anyio.current_time(), self.reconnect_window)
         failure = unreachable("the hub is gone", self.target.url)
         try:
             while not self._closing:
@@ -257,18 +242,17 @@ class Bridge:
                     await self._establish(ws)
                 except LinkFailure as exc:
                     failure = exc.error
-                    if exc.fatal or anyio.current_time() + delay > deadline:
+                    delay = backoff.retry_after(anyio.current_time(), fatal=exc.fatal)
+                    if delay is None:
                         break
                     log.info("= hub not reachable yet (%s); retrying", exc.error.message)
                     await anyio.sleep(delay)
-                    delay = min(delay * 2, BACKOFF_MAX)
                     continue
                 await self._settle_orphans()
                 self._ready.set()
                 return
             log.error("! giving up on the hub: %s", failure.message)
-            down = RpcError(failure.code, f"the hub is gone: {failure.message}", failure.data)
-            self._down = down
+            self._down = down = gone(failure)
             self._ready.set()
             await self._perform(self.core.fail_orphans(down))
         finally:
@@ -277,8 +261,8 @@ class Bridge:
     async def _settle_orphans(self) -> None:
         """Requests whose answers were lost with the old connection, in the order sent."""
         for pending in self.core.take_orphans():
-            actions, ask = self.core.settle_orphan(pending)
-            await self._perform(actions)
+            steps, ask = self.core.settle_orphan(pending)
+            await self._perform(steps)
             if ask is not None:
                 await self._perform(self.core.turn_ended(ask, await self._turn_over(ask)))
 
@@ -328,7 +312,7 @@ class Bridge:
         if self._ready.is_set():
             self._ready = anyio.Event()
         for action in self.core.dropped(generation, reason):
-            if isinstance(action, OwnAnswer | Reconnect):
+            if isinstance(action, actions.OwnAnswer | actions.Reconnect):
                 self._signal(action)
 
 
