@@ -2,7 +2,7 @@
 between the editor and the hub, the ``initialize`` the bridge sends the hub for the editor's,
 and the bridge's own ``-32050`` error (the hub cannot be reached, or was lost).
 
-Pure functions over JSON values; ``hub.bridge.relay`` does the I/O.
+Pure functions over JSON values, for the core (``hub.bridge.core``) and its I/O.
 """
 
 from __future__ import annotations
