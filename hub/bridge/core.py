@@ -32,6 +32,7 @@ without processes or sockets (``tests/bridge/test_core.py``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from hub.bridge import cursors, prompts
@@ -366,9 +367,11 @@ class Relay:
         self.connection_ids.append(connection_id)
         return connection_id
 
-    def resumes(self) -> list[tuple[Tracked, dict[str, Any]]]:
-        """The ``session/resume`` params that take each tracked session up after its cursor."""
-        return [(t, cursors.resume_params(t, self.version)) for t in list(self.sessions.values())]
+    def resumes(self) -> Iterator[tuple[Tracked, dict[str, Any]]]:
+        """Each tracked session with the ``session/resume`` params that take it up after its
+        cursor, made when its turn comes (the resumes before it may move it, or lose it)."""
+        for track in list(self.sessions.values()):
+            yield track, cursors.resume_params(track, self.version)
 
     def resumed(self, track: Tracked, result: Any) -> None:
         """``track``'s ``session/resume`` on a new connection answered ``result``."""
