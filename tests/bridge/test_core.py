@@ -10,6 +10,7 @@ import orjson
 from hub.bridge.actions import Action, Connect, Notify, OwnAnswer, Reconnect, Submit, ToEditor
 from hub.bridge.core import Relay
 from hub.bridge.frames import HUB_UNREACHABLE
+from hub.bridge.tracking import PromptWait
 from hub.protocol.errors import RESOURCE_NOT_FOUND, LineTooLong, RpcError
 from tests.bridge.core_driver import URL, Driver, chunk, sent_to_hub, shown, update
 
@@ -263,12 +264,9 @@ def test_a_v1_prompt_the_hub_started_is_answered_by_its_turns_end_after_a_drop()
 
 
 def test_a_v2_prompt_the_hub_started_is_answered_with_its_message_at_once() -> None:
-    d = Driver(version=2)
-    d.new_session(S)
-    prompt(d, "p")
-    d.hub(update(S, 1, hub_prompt("m-1")))
-    d.drop()
-    [answer] = shown(d.reconnect())
+    _, actions, ask = orphan_a_started_prompt(version=2)
+    assert ask is None
+    [answer] = shown(actions)
     assert answer["id"] == "p"
     assert answer["result"]["messageId"] == "m-1"
 
@@ -296,8 +294,10 @@ def test_a_prompt_started_on_the_new_connection_is_matched_by_its_connection_id(
     ]
 
 
-def test_a_v1_turn_that_ended_unseen_is_answered_from_what_the_hub_tells() -> None:
-    d = Driver(version=1)
+def orphan_a_started_prompt(version: int) -> tuple[Driver, list[Action], PromptWait | None]:
+    """Prompt ``p`` started by the hub as ``m-1``, then a drop and a new connection: the
+    driver, and what settling the orphan did and asked."""
+    d = Driver(version=version)
     d.new_session(S)
     prompt(d, "p")
     d.hub(update(S, 1, hub_prompt("m-1")))
@@ -305,6 +305,11 @@ def test_a_v1_turn_that_ended_unseen_is_answered_from_what_the_hub_tells() -> No
     d.link()
     [orphan] = d.relay.take_orphans()
     actions, ask = d.relay.settle_orphan(orphan)
+    return d, actions, ask
+
+
+def test_a_v1_turn_that_ended_unseen_is_answered_from_what_the_hub_tells() -> None:
+    d, actions, ask = orphan_a_started_prompt(version=1)
     assert actions == []
     assert ask is not None
     assert ask.message_id == "m-1"
@@ -330,14 +335,7 @@ def test_a_hub_that_stays_gone_fails_the_orphans_but_not_a_prompt_the_hub_queued
 
 
 def test_a_session_the_hub_lost_fails_its_waiting_prompts() -> None:
-    d = Driver(version=1)
-    d.new_session(S)
-    prompt(d, "p")
-    d.hub(update(S, 1, hub_prompt("m-1")))
-    d.drop()
-    d.link()
-    [orphan] = d.relay.take_orphans()
-    d.relay.settle_orphan(orphan)
+    d, _, _ = orphan_a_started_prompt(version=1)
     [track] = d.relay.sessions.values()
     lost = RpcError(RESOURCE_NOT_FOUND, "no such session")
     [failed] = shown(d.relay.resume_failed(track, lost))
