@@ -18,7 +18,7 @@ request ids in both directions. It adds what an editor cannot do itself:
 * **Reconnects.** When the WebSocket drops, the bridge reconnects (backing off, for at most
   ``reconnect_window`` seconds) and resumes each session with ``replayFrom: _hub_after`` its
   cursor: the hub sends exactly the events after it, so the editor sees no gap and no
-  duplicate (an update at or below the cursor would be dropped). Editor requests wait for the
+  duplicate (an update below the cursor would be dropped). Editor requests wait for the
   link meanwhile. A request that was in flight is settled after the resume: a prompt the hub
   had started (a ``_hub_prompt`` naming one of the bridge's connections) is answered from the
   session's events (v2: its message id; v1: the turn's stop reason), one it never started is

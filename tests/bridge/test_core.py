@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 
 from hub.bridge.actions import Action, Connect, Notify, OwnAnswer, Reconnect, Submit, ToEditor
 from hub.bridge.core import Relay
@@ -160,6 +161,28 @@ def test_a_reconnect_resumes_after_the_cursor_without_gap_or_duplicate() -> None
     for seq, text in [(2, "b"), (4, "d"), (5, "e")]:
         seen += texts(shown(d.hub(chunk(S, seq, text))))
     assert seen == ["a", "b", "c", "d", "e"]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("received", range(7))
+def test_wherever_the_link_drops_each_event_reaches_the_editor_once_in_order(
+    version: int, received: int
+) -> None:
+    events = [chr(ord("a") + i) for i in range(6)]
+    d = Driver(version=version)
+    d.new_session(S)
+    seen: list[str] = []
+    for seq in range(1, received + 1):  # what arrived before the drop; the rest was lost
+        seen += texts(shown(d.hub(chunk(S, seq, events[seq - 1]))))
+    d.drop()
+    d.reconnect()
+    resume = d.resumed[-1]
+    after = resume["replayFrom"] if version >= 2 else resume["_meta"]["acp-hub"]["after"]
+    assert after["seq"] == received
+    stale = [received - 1] if received > 1 else []  # a late frame from before the cursor
+    for seq in [*stale, *range(received + 1, len(events) + 1)]:
+        seen += texts(shown(d.hub(chunk(S, seq, events[seq - 1]))))
+    assert seen == events
 
 
 def test_a_v2_resume_asks_for_the_events_after_the_cursor() -> None:
