@@ -226,6 +226,23 @@ def test_the_editors_own_prompt_is_not_echoed_to_it() -> None:
     assert len(shown(d.hub(update(S, 3, theirs)))) == 1
 
 
+def test_a_closed_session_is_no_longer_resumed_and_notifications_wait_for_initialize() -> None:
+    d = Driver()
+    d.new_session(S)
+    d.new_session("s-2")
+    hub_id = d.request("c", "session/close", {"sessionId": S})
+    assert d.answer(hub_id, {}) == [{"jsonrpc": "2.0", "id": "c", "result": {}}]
+    d.drop()
+    d.reconnect()
+    assert [params["sessionId"] for params in d.resumed] == ["s-2"]
+    early = Relay(URL)
+    note = b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s-2"}}'
+    assert early.from_editor(note) == []
+    [notify] = d.relay.from_editor(note)
+    assert isinstance(notify, Notify)
+    assert orjson.loads(notify.frame) == orjson.loads(note)
+
+
 # -- the link and the orphans ------------------------------------------------------------------
 
 
