@@ -3,6 +3,7 @@ turn's end, and the core staying free of I/O and of import cycles."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +124,11 @@ def test_the_bridges_modules_import_one_another_without_a_cycle() -> None:
     for module in graph:
         visit(module, ())
     assert "hub.bridge.core" in graph["hub.bridge.relay"]
+
+
+def test_every_exported_name_exists_and_no_bridge_module_is_past_600_lines() -> None:
+    for path in sorted(BRIDGE.glob("*.py")):
+        module = importlib.import_module(module_name(path))
+        missing = [name for name in getattr(module, "__all__", ()) if not hasattr(module, name)]
+        assert missing == [], path.name
+        assert len(path.read_text(encoding="utf-8").splitlines()) <= 600, path.name
