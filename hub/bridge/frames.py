@@ -1,7 +1,8 @@
 """The bridge's frames: the hub's ``_meta["acp-hub"]`` read and written, answers carried
-between the editor and the hub, and the ``initialize`` the bridge sends the hub for the editor's.
+between the editor and the hub, the ``initialize`` the bridge sends the hub for the editor's,
+and the bridge's own ``-32050`` error (the hub cannot be reached, or was lost).
 
-Pure functions over JSON values; ``hub.bridge.relay`` does the I/O.
+Pure functions over JSON values, for the core (``hub.bridge.core``) and its I/O.
 """
 
 from __future__ import annotations
@@ -12,13 +13,23 @@ from hub.protocol import jsonrpc
 from hub.protocol.errors import RpcError
 
 __all__ = [
+    "HUB_UNREACHABLE",
     "HubError",
     "answer_frame",
     "hub_initialize_params",
     "hub_meta",
     "payload",
+    "unreachable",
     "with_hub_meta",
 ]
+
+HUB_UNREACHABLE = -32050
+"""The bridge's own error code: the hub cannot be reached, or its connection was lost."""
+
+
+def unreachable(message: str, url: str, **data: Any) -> RpcError:
+    """A ``-32050`` error naming the hub's URL."""
+    return RpcError(HUB_UNREACHABLE, message, {"url": url, **data})
 
 
 def hub_meta(obj: Any) -> dict[str, Any]:

@@ -19,18 +19,15 @@ from __future__ import annotations
 import logging
 import ssl
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
 
+from hub.bridge.frames import unreachable
 from hub.protocol.errors import AUTH_REQUIRED, RpcError
 
 log = logging.getLogger("hub.bridge")
-
-HUB_UNREACHABLE = -32050
-"""The bridge's own error code: the hub cannot be reached, or its connection was lost."""
 
 OPEN_TIMEOUT = 10.0
 """Seconds for the TCP connect, the TLS and the WebSocket handshakes together."""
@@ -58,11 +55,6 @@ class LinkFailure(Exception):
         super().__init__(error.message)
         self.error = error
         self.fatal = fatal
-
-
-def unreachable(message: str, url: str, **data: Any) -> RpcError:
-    """A ``-32050`` error naming the hub's URL."""
-    return RpcError(HUB_UNREACHABLE, message, {"url": url, **data})
 
 
 def check_url(url: str) -> None:

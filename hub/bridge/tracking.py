@@ -2,16 +2,13 @@
 knows, the prompts it follows until their turn settles, the requests in flight either way, and
 what of a replayed state the editor was already shown (``unseen``).
 
-No I/O: ``hub.bridge.relay`` owns these records and does the relaying
-(``docs/protocol.md`` for the cursors).
+No I/O: ``hub.bridge.core`` owns these records (``docs/protocol.md`` for the cursors).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-
-import anyio
 
 from hub.bridge.frames import hub_meta
 from hub.protocol.errors import RpcError
@@ -54,7 +51,7 @@ class Pending:
     method: str
     params: dict[str, Any]
     editor_id: Any = None
-    """The editor's id, or ``None`` for the bridge's own requests (``done`` is set)."""
+    """The editor's id, or ``None`` for the bridge's own requests."""
     kind: str = "relay"
     """``relay``, ``attach`` (``--session``'s ``session/new``) or ``own``."""
     prompt: PromptWait | None = None
@@ -63,7 +60,6 @@ class Pending:
     error: RpcError | None = None
     lost: bool = False
     """The connection it was sent on dropped before the answer came."""
-    done: anyio.Event = field(default_factory=anyio.Event)
 
 
 @dataclass
