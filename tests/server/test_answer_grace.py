@@ -43,7 +43,15 @@ def cursor(client: AcpClient | HttpAcp, sid: str) -> dict[str, Any]:
     return {"type": "_hub_after", "epoch": meta["epoch"], "seq": meta["seq"]}
 
 
-@pytest.mark.parametrize(("away_s", "grace_s"), [(2.0, 10.0), (20.0, 30.0)])
+AWAY = [
+    pytest.param(2.0, 10.0, id="2s"),
+    # Twenty seconds away, with a grace longer still (a slow test: run first).
+    pytest.param(20.0, 30.0, id="20s", marks=pytest.mark.slow),
+]
+"""How long the only approver stays away, and the ``answer_grace`` it comes back within."""
+
+
+@pytest.mark.parametrize(("away_s", "grace_s"), AWAY)
 async def test_websocket_the_only_approver_resumes_and_its_answer_reaches_the_agent(
     away_s: float, grace_s: float
 ) -> None:
@@ -78,8 +86,11 @@ async def test_websocket_the_only_approver_resumes_and_its_answer_reaches_the_ag
             assert final["status"] == "resolved"
 
 
-async def test_streamable_http_the_only_approver_resumes_and_its_answer_reaches_the_agent() -> None:
-    async with running_hub([scripted_agent()], Settings(answer_grace=10)) as hub:
+@pytest.mark.parametrize(("away_s", "grace_s"), AWAY)
+async def test_streamable_http_the_only_approver_resumes_and_its_answer_reaches_the_agent(
+    away_s: float, grace_s: float
+) -> None:
+    async with running_hub([scripted_agent()], Settings(answer_grace=grace_s)) as hub:
         async with http_acp(hub.http_acp) as first:
             sid = (await first.call("session/new", {"cwd": "/tmp", "mcpServers": []}))["sessionId"]
             first.open_stream(sid)
@@ -89,7 +100,7 @@ async def test_streamable_http_the_only_approver_resumes_and_its_answer_reaches_
             (offered,) = permission_requests(first.requests)
             after = cursor(first, sid)
         # `http_acp` ended the connection (DELETE): its session detached.
-        await anyio.sleep(2.0)  # the time the client is away, not a wait for an event
+        await anyio.sleep(away_s)  # the time the client is away, not a wait for an event
         async with http_acp(hub.http_acp) as back:
             back.open_stream(sid)
             await back.call(
