@@ -9,6 +9,8 @@ redis-server, the project's scripted agent.
   takes the session over at once; the prompt waits for it (``owner_wait``), runs there, and its
   turn ends within 15 s of the kill without an error; observers on both surviving nodes see
   one stream, no gap, no duplicate.
+* The owner is killed while Redis stalls, so that no node can take the session over: a prompt
+  through another node fails with ``-32051``, but only once ``owner_wait`` has passed.
 """
 
 from __future__ import annotations
@@ -151,3 +153,45 @@ async def test_a_prompt_during_failover_runs_on_the_next_owner_without_an_error(
             )
             assert said.endswith("hello after the crash")
         assert fold_upto(watchers[0], session_id, top) == fold_upto(watchers[1], session_id, top)
+
+
+async def test_a_request_no_node_can_serve_fails_only_after_owner_wait(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    # The owner is killed and Redis stalls at once: no surviving node can take the session over
+    # (a claim is a write to the store), so a prompt through the other node waits for an owner
+    # for ``owner_wait`` and only then fails with -32051. The bound is longer than one store
+    # command's timeout (5 s), so that a request failing at the first unanswered command would
+    # come too early.
+    wait = 8.0
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    hub = {"node_lease": 8.0, "owner_wait": wait}
+    async with (
+        hub_nodes(tmp_path, redis_server.url, "ab", hub=hub) as (a, b),
+        AsyncExitStack() as stack,
+    ):
+        driver = await stack.enter_async_context(acp_client(a.url))
+        session_id = await driver.new_session(cwd=str(cwd))
+        client = await stack.enter_async_context(acp_client(b.url))
+        await watch(client, session_id)
+        await a.kill()
+        redis_server.pause()
+        try:
+            sent = time.monotonic()
+            request = await client.start(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": "say hello"}]},
+            )
+            answer = await client.response(request, timeout=60)
+            elapsed = time.monotonic() - sent
+        finally:
+            redis_server.resume()
+        assert answer.get("error", {}).get("code") == -32051, answer
+        assert f"No node owned the session within {wait:g} s" in answer["error"]["message"]
+        assert elapsed >= wait, elapsed
+        # Once Redis answers, node B takes the session over and the same prompt runs there.
+        ended = client.idle_count(session_id)
+        await client.prompt(session_id, "say hello again")
+        await turns_ended(client, session_id, ended + 1)
+        assert said(client, session_id).endswith("hello again")
