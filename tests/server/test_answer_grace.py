@@ -175,3 +175,42 @@ async def test_an_elicitation_waits_for_its_user_to_reconnect() -> None:
             await back.answer(asked["id"], {"action": "accept", "content": {"name": "Ada"}})
             await back.wait_for(lambda: "after" in said(back.session_updates(sid)))
             assert said(back.session_updates(sid)) == 'elicit: accept {"name": "Ada"}after'
+
+
+async def test_under_the_owner_policy_the_owner_comes_back_and_answers() -> None:
+    # A driver stays connected and prompts, but only owners may answer: the owner leaves with
+    # the request pending, the request waits for it (the driver does not get it), and the
+    # owner's answer after its return reaches the agent.
+    async with (
+        running_hub([scripted_agent()], Settings(answer_grace=10)) as hub,
+        acp_client(hub.url, role="driver") as driver,
+    ):
+        async with acp_client(hub.url) as owner:
+            sid = await owner.new_session()
+            await owner.call("_hub/set_policy", {"sessionId": sid, "permission": "owner"})
+            await driver.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+            await driver.prompt(sid, TURN)
+            await owner.wait_for(lambda: bool(permission_requests(owner.requests)))
+            (offered,) = permission_requests(owner.requests)
+            await owner.wait_for(lambda: bool(records(owner.session_updates(sid))))
+            after = cursor(owner, sid)
+        await driver.wait_for(
+            lambda: any(
+                (r.get("waiting") or {}).get("reason") == "no_answerer"
+                for r in records(driver.session_updates(sid))
+            )
+        )
+        async with acp_client(hub.url) as back:
+            await back.call(
+                "session/resume", {"sessionId": sid, "cwd": "/tmp", "replayFrom": after}
+            )
+            await back.wait_for(lambda: bool(permission_requests(back.requests)))
+            (again,) = permission_requests(back.requests)
+            assert again["params"]["subject"] == offered["params"]["subject"]
+            await back.answer(
+                again["id"], {"outcome": {"outcome": "selected", "optionId": "allow"}}
+            )
+            await driver.wait_for(lambda: driver.idle_count(sid) >= 1)
+        assert said(driver.session_updates(sid)) == "beforepermission: selected allowafter"
+        assert records(driver.session_updates(sid))[-1]["status"] == "resolved"
+        assert not permission_requests(driver.requests)  # never the driver's to answer
