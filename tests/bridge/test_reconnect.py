@@ -119,12 +119,19 @@ async def test_a_dropped_connection_keeps_the_permission_dialog_and_the_turn(
             assert statuses[-1] == "completed"
 
 
+@pytest.mark.parametrize(
+    ("away_s", "grace_s"),
+    [
+        pytest.param(2.0, 10.0, id="2s"),
+        pytest.param(20.0, 30.0, id="20s", marks=pytest.mark.slow),
+    ],
+)
 async def test_the_editor_as_the_only_approver_answers_after_the_hub_was_gone(
-    tmp_path: Path,
+    tmp_path: Path, away_s: float, grace_s: float
 ) -> None:
     # Nobody else is attached: while the bridge is away the request waits (answer_grace), and
     # the answer the editor gives once the bridge is back reaches the agent.
-    settings = Settings(answer_grace=30)
+    settings = Settings(answer_grace=grace_s)
     async with listener_hub([scripted_agent("scripted", 2, "--ack-message-id")], settings) as (
         listener
     ):
@@ -151,7 +158,7 @@ async def test_the_editor_as_the_only_approver_answers_after_the_hub_was_gone(
                 assert registry is not None
                 (session,) = registry.sessions.values()
                 assert len(session.permissions) == 1  # still pending, nobody attached
-                await anyio.sleep(2.0)  # the hub stays away, not a wait for an event
+                await anyio.sleep(away_s)  # the hub stays away, not a wait for an event
                 await listener.start()
                 await wait_attached(listener, session_id, first)
                 assert editor.gate is not None

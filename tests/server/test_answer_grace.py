@@ -43,7 +43,15 @@ def cursor(client: AcpClient | HttpAcp, sid: str) -> dict[str, Any]:
     return {"type": "_hub_after", "epoch": meta["epoch"], "seq": meta["seq"]}
 
 
-@pytest.mark.parametrize(("away_s", "grace_s"), [(2.0, 10.0), (20.0, 30.0)])
+AWAY = [
+    pytest.param(2.0, 10.0, id="2s"),
+    # Twenty seconds away, with a grace longer still (a slow test: run first).
+    pytest.param(20.0, 30.0, id="20s", marks=pytest.mark.slow),
+]
+"""How long the only approver stays away, and the ``answer_grace`` it comes back within."""
+
+
+@pytest.mark.parametrize(("away_s", "grace_s"), AWAY)
 async def test_websocket_the_only_approver_resumes_and_its_answer_reaches_the_agent(
     away_s: float, grace_s: float
 ) -> None:
@@ -78,8 +86,11 @@ async def test_websocket_the_only_approver_resumes_and_its_answer_reaches_the_ag
             assert final["status"] == "resolved"
 
 
-async def test_streamable_http_the_only_approver_resumes_and_its_answer_reaches_the_agent() -> None:
-    async with running_hub([scripted_agent()], Settings(answer_grace=10)) as hub:
+@pytest.mark.parametrize(("away_s", "grace_s"), AWAY)
+async def test_streamable_http_the_only_approver_resumes_and_its_answer_reaches_the_agent(
+    away_s: float, grace_s: float
+) -> None:
+    async with running_hub([scripted_agent()], Settings(answer_grace=grace_s)) as hub:
         async with http_acp(hub.http_acp) as first:
             sid = (await first.call("session/new", {"cwd": "/tmp", "mcpServers": []}))["sessionId"]
             first.open_stream(sid)
@@ -89,7 +100,7 @@ async def test_streamable_http_the_only_approver_resumes_and_its_answer_reaches_
             (offered,) = permission_requests(first.requests)
             after = cursor(first, sid)
         # `http_acp` ended the connection (DELETE): its session detached.
-        await anyio.sleep(2.0)  # the time the client is away, not a wait for an event
+        await anyio.sleep(away_s)  # the time the client is away, not a wait for an event
         async with http_acp(hub.http_acp) as back:
             back.open_stream(sid)
             await back.call(
@@ -164,3 +175,42 @@ async def test_an_elicitation_waits_for_its_user_to_reconnect() -> None:
             await back.answer(asked["id"], {"action": "accept", "content": {"name": "Ada"}})
             await back.wait_for(lambda: "after" in said(back.session_updates(sid)))
             assert said(back.session_updates(sid)) == 'elicit: accept {"name": "Ada"}after'
+
+
+async def test_under_the_owner_policy_the_owner_comes_back_and_answers() -> None:
+    # A driver stays connected and prompts, but only owners may answer: the owner leaves with
+    # the request pending, the request waits for it (the driver does not get it), and the
+    # owner's answer after its return reaches the agent.
+    async with (
+        running_hub([scripted_agent()], Settings(answer_grace=10)) as hub,
+        acp_client(hub.url, role="driver") as driver,
+    ):
+        async with acp_client(hub.url) as owner:
+            sid = await owner.new_session()
+            await owner.call("_hub/set_policy", {"sessionId": sid, "permission": "owner"})
+            await driver.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+            await driver.prompt(sid, TURN)
+            await owner.wait_for(lambda: bool(permission_requests(owner.requests)))
+            (offered,) = permission_requests(owner.requests)
+            await owner.wait_for(lambda: bool(records(owner.session_updates(sid))))
+            after = cursor(owner, sid)
+        await driver.wait_for(
+            lambda: any(
+                (r.get("waiting") or {}).get("reason") == "no_answerer"
+                for r in records(driver.session_updates(sid))
+            )
+        )
+        async with acp_client(hub.url) as back:
+            await back.call(
+                "session/resume", {"sessionId": sid, "cwd": "/tmp", "replayFrom": after}
+            )
+            await back.wait_for(lambda: bool(permission_requests(back.requests)))
+            (again,) = permission_requests(back.requests)
+            assert again["params"]["subject"] == offered["params"]["subject"]
+            await back.answer(
+                again["id"], {"outcome": {"outcome": "selected", "optionId": "allow"}}
+            )
+            await driver.wait_for(lambda: driver.idle_count(sid) >= 1)
+        assert said(driver.session_updates(sid)) == "beforepermission: selected allowafter"
+        assert records(driver.session_updates(sid))[-1]["status"] == "resolved"
+        assert not permission_requests(driver.requests)  # never the driver's to answer

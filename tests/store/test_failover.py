@@ -9,12 +9,17 @@ redis-server, the project's scripted agent.
   takes the session over at once; the prompt waits for it (``owner_wait``), runs there, and its
   turn ends within 15 s of the kill without an error; observers on both surviving nodes see
   one stream, no gap, no duplicate.
+* The owner is killed while Redis stalls, so that no node can take the session over: a prompt
+  through another node fails with ``-32051``, but only once ``owner_wait`` has passed.
+* A policy change and a config change sent as the owner is killed wait for the takeover and
+  run on the next owner.
 """
 
 from __future__ import annotations
 
 import time
 from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +54,10 @@ def said(client: AcpClient, session_id: str) -> str:
         for p in client.session_updates(session_id)
         if p["update"].get("sessionUpdate") == "agent_message_chunk"
     )
+
+
+def prompt_policy_is(client: AcpClient, session_id: str, policy: str) -> bool:
+    return (client.fold(session_id).hub("_hub_policy") or {}).get("prompt") == policy
 
 
 def cursor(client: AcpClient, session_id: str) -> dict[str, Any]:
@@ -151,3 +160,93 @@ async def test_a_prompt_during_failover_runs_on_the_next_owner_without_an_error(
             )
             assert said.endswith("hello after the crash")
         assert fold_upto(watchers[0], session_id, top) == fold_upto(watchers[1], session_id, top)
+
+
+async def test_a_request_no_node_can_serve_fails_only_after_owner_wait(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    # The owner is killed and Redis stalls at once: no surviving node can take the session over
+    # (a claim is a write to the store), so a prompt through the other node waits for an owner
+    # for ``owner_wait`` and only then fails with -32051. The bound is longer than one store
+    # command's timeout (5 s), so that a request failing at the first unanswered command would
+    # come too early.
+    wait = 8.0
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    hub = {"node_lease": 8.0, "owner_wait": wait}
+    async with (
+        hub_nodes(tmp_path, redis_server.url, "ab", hub=hub) as (a, b),
+        AsyncExitStack() as stack,
+    ):
+        driver = await stack.enter_async_context(acp_client(a.url))
+        session_id = await driver.new_session(cwd=str(cwd))
+        client = await stack.enter_async_context(acp_client(b.url))
+        await watch(client, session_id)
+        await a.kill()
+        redis_server.pause()
+        try:
+            sent = time.monotonic()
+            request = await client.start(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": "say hello"}]},
+            )
+            answer = await client.response(request, timeout=60)
+            elapsed = time.monotonic() - sent
+        finally:
+            redis_server.resume()
+        assert answer.get("error", {}).get("code") == -32051, answer
+        assert f"No node owned the session within {wait:g} s" in answer["error"]["message"]
+        assert elapsed >= wait, elapsed
+        # Once Redis answers, node B takes the session over and the same prompt runs there.
+        ended = client.idle_count(session_id)
+        await client.prompt(session_id, "say hello again")
+        await turns_ended(client, session_id, ended + 1)
+        assert said(client, session_id).endswith("hello again")
+
+
+async def test_a_policy_and_a_config_change_during_failover_run_on_the_next_owner(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    async with (
+        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": 10.0}) as (a, b, c),
+        AsyncExitStack() as stack,
+    ):
+        driver = await stack.enter_async_context(acp_client(a.url))
+        session_id = await driver.new_session(cwd=str(cwd))
+        on_b, on_c = [await stack.enter_async_context(acp_client(n.url)) for n in (b, c)]
+        for client in (on_b, on_c):
+            await watch(client, session_id)
+        await a.kill()
+        # Sent at once: the session has no live owner until a surviving node takes it over.
+        policy = await on_b.start(
+            "_hub/set_policy", {"sessionId": session_id, "prompt": "reject", "permission": "owner"}
+        )
+        config = await on_c.start(
+            "session/set_config_option",
+            {"sessionId": session_id, "configId": "mode", "value": "code"},
+        )
+        assert await on_b.result(policy, timeout=40) == {
+            "prompt": "reject",
+            "permission": "owner",
+            "quorum": 2,
+        }
+        options = await on_c.result(config, timeout=40)
+        mode = next(o for o in options["configOptions"] if o["configId"] == "mode")
+        assert mode["currentValue"] == "code"
+        for client in (on_b, on_c):
+            # The next owner restored the session (its agent restarted), then changed it.
+            await agent_status(client, session_id, "restarted", within=30)
+            await client.wait_for(partial(prompt_policy_is, client, session_id, "reject"))
+            variants = [
+                (u.get("sessionUpdate"), u.get("status"), u.get("prompt"))
+                for u in (p["update"] for p in client.session_updates(session_id))
+            ]
+            restarted = variants.index(("_hub_agent", "restarted", None))
+            changed = variants.index(("_hub_policy", None, "reject"))
+            assert restarted < changed, variants
+        # A client attaching afterwards finds both changes kept by the new owner.
+        late = await stack.enter_async_context(acp_client(b.url))
+        await watch(late, session_id)
+        assert (late.fold(session_id).hub("_hub_policy") or {}).get("permission") == "owner"

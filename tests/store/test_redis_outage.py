@@ -1,6 +1,7 @@
 """Redis stalled (SIGSTOP) and restarted under two running hub nodes: the owner's own clients
 keep their live stream, nothing is duplicated or silently skipped on either node, ``/readyz``
-says when the store does not answer, and everything recovers on its own."""
+says when the store does not answer, and everything recovers on its own; a permission answer
+that cannot reach the owner within ``owner_wait`` is refused to its client, never dropped."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import urllib.request
 from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -188,4 +190,56 @@ async def test_redis_stalled_under_three_nodes_loses_no_event_and_no_answer(
             statuses = [u.get("status") for u in updates_of(observers[0], session_id, "_hub_agent")]
             assert "restarted" not in statuses  # nobody took a session over
         for node in (a, b, c):
+            assert "Traceback" not in node.log(), node.log()
+
+
+async def test_an_answer_redis_stalls_longer_than_owner_wait_is_refused_visibly(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    # The only approver, on node B, answers while Redis is stalled; node B tries to deliver the
+    # answer to the owner for ``owner_wait`` (2 s), which the stall outlasts (one store command
+    # times out after 5 s): the approver is told its answer did not count, never left to think
+    # it did.
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    # The leases outlive the stall: no node takes the session over.
+    hub = {"node_lease": 20.0, "owner_wait": 2.0}
+    nodes = hub_nodes(tmp_path, redis_server.url, "ab", agent=scripted(), hub=hub)
+    async with AsyncExitStack() as stack:
+        a, b = await stack.enter_async_context(nodes)
+        await ready_becomes(a, True)
+        driver = await stack.enter_async_context(acp_client(a.url))
+        session_id = await driver.new_session(cwd=str(cwd))
+        await driver.call("session/detach", {"sessionId": session_id})
+        approver = await stack.enter_async_context(acp_client(b.url))
+        await watch(approver, session_id)
+        await approver.prompt(session_id, "permission\nsay after")
+        await approver.wait_for(
+            lambda: any(r["method"] == "session/request_permission" for r in approver.requests)
+        )
+        (request,) = [r for r in approver.requests if r["method"] == "session/request_permission"]
+
+        def refusals() -> list[dict[str, Any]]:
+            return [
+                n["params"] for n in approver.notifications if n["method"] == "_hub/answer_refused"
+            ]
+
+        redis_server.pause()
+        try:
+            await ready_becomes(b, False)
+            await approver.answer(
+                request["id"], {"outcome": {"outcome": "selected", "optionId": "allow"}}
+            )
+            await approver.wait_for(lambda: bool(refusals()), timeout=30)
+        finally:
+            redis_server.resume()
+        (refused,) = refusals()
+        assert refused["sessionId"] == session_id
+        assert refused["requestId"] == request["id"]
+        assert refused["error"]["code"] == -32051
+        assert "could not reach the node owning the session" in refused["error"]["message"]
+        await logged(b, "was not sent in 2 s")
+        # The agent never got the answer: its turn still waits for one.
+        assert "after" not in said(approver, session_id)
+        for node in (a, b):
             assert "Traceback" not in node.log(), node.log()
