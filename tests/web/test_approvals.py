@@ -16,7 +16,15 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from tests.web.harness import Embedding, Hub, open_as, send_prompt, start_session, wait_idle
+from tests.agents.hostile_agent import HUB_POLICY, HUB_SHARING
+from tests.web.harness import (
+    Embedding,
+    Hub,
+    open_as,
+    send_prompt,
+    start_session,
+    wait_idle,
+)
 
 NewPage = Callable[..., Any]
 
@@ -276,6 +284,35 @@ def test_links_show_where_they_go_images_are_framed_and_a_cr_keeps_the_line(
     expect(link).to_contain_text("(evil.example)")
     expect(page.locator(".block-image-frame figcaption")).to_have_text("Image from the agent")
     expect(page.locator(".terminal-output").last).to_contain_text("ok -rf build/ done")
+
+
+def test_the_agents_settings_cannot_pass_for_the_hubs(hub: Hub, new_page: NewPage) -> None:
+    page, _ = hostile(new_page, hub)
+    send_prompt(page, "hostile-settings")
+    wait_idle(page)
+    agents = page.locator("aside.side section.panel").filter(
+        has=page.get_by_role("heading", name="The agent's settings", exact=True)
+    )
+    expect(agents).to_be_visible()
+    expect(agents.locator(".field-hint")).to_have_text("Offered by the agent, not by acp-hub.")
+    hubs = page.locator(".panel-controls")
+    expect(hubs).to_be_visible()
+    for name in (HUB_SHARING, HUB_POLICY):
+        # Under the agent's heading, with the agent's own options ...
+        expect(agents.get_by_label(name, exact=True)).to_have_count(1)
+        expect(page.get_by_label(name, exact=True)).to_have_count(1)
+        expect(page.get_by_text(name, exact=True)).to_have_count(1)
+        heading = page.get_by_label(name, exact=True).evaluate(
+            "(node) => node.closest('section.panel').querySelector('.panel-title').textContent"
+        )
+        assert heading == "The agent's settings", (name, heading)
+        # ... and nowhere among the hub's own controls.
+        expect(hubs.get_by_text(name)).to_have_count(0)
+    expect(agents.get_by_label("Mode", exact=True)).to_have_count(1)
+    expect(hubs.get_by_label("Whose answer to a permission counts")).to_have_count(1)
+    expect(agents.get_by_label("Whose answer to a permission counts")).to_have_count(0)
+    assert "Hub: sharing" not in hubs.inner_text()
+    assert "acp-hub policy" not in hubs.inner_text()
 
 
 # -- the dashboard -------------------------------------------------------------------------------
