@@ -357,6 +357,35 @@ def test_the_dashboard_card_shows_what_a_request_asks_and_declines(
     wait_idle(page)
 
 
+def test_typing_on_the_dashboard_never_answers_a_request(hub: Hub, new_page: NewPage) -> None:
+    page, session = hostile(new_page, hub)
+    dashboard = new_page()
+    dashboard.goto(f"{hub.url}/?name=ann")
+    dashboard.wait_for_selector("[data-connection=ready]")
+    send_prompt(page, "hostile-options")
+    pending = card(dashboard, session).locator(".card-permission")
+    expect(pending.locator(".option-kind")).to_have_text(["Always allow", "Allow once", "Decline"])
+    # Keys pressed on the page itself (nothing focused) ...
+    dashboard.evaluate("() => document.activeElement?.blur()")
+    for key in (" ", "Enter", "y", "a", "Escape", "Enter", " "):
+        dashboard.keyboard.press(key)
+    dashboard.keyboard.type("yes allow always ")
+    expect(dashboard.locator(".card-permission button:focus")).to_have_count(0)
+    # ... and Escape on the request's own first option, focused by the person: none answers.
+    pending.locator(".permission-options button").first.focus()
+    dashboard.keyboard.press("Escape")
+    expect(pending.locator(".option-kind")).to_have_text(["Always allow", "Allow once", "Decline"])
+    expect(dialog(page)).to_be_visible()
+    assert "permission:" not in page.locator(".entries").inner_text()
+    # Still pending: the first answer the agent gets is the one clicked now.
+    pending.get_by_role("button", name=re.compile("^Decline")).click()
+    answered(page, "permission: cancelled")
+    expect(page.locator(".panel-permissions .perm-resolved").last).to_contain_text(
+        "Declined by ann"
+    )
+    wait_idle(page)
+
+
 # -- the widget ----------------------------------------------------------------------------------
 
 
