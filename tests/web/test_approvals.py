@@ -9,15 +9,20 @@ message is not shown under a person's name; a huge title does not take over the 
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
 from typing import Any
 
 from playwright.sync_api import expect
+from websockets.sync.client import connect
 
 from tests.agents.hostile_agent import HUB_POLICY, HUB_SHARING
+from tests.credentials import owner_token, token
+from tests.support import ROOT
 from tests.web.harness import (
+    WAIT_MS,
     Embedding,
     Hub,
     open_as,
@@ -313,6 +318,54 @@ def test_the_agents_settings_cannot_pass_for_the_hubs(hub: Hub, new_page: NewPag
     expect(agents.get_by_label("Whose answer to a permission counts")).to_have_count(0)
     assert "Hub: sharing" not in hubs.inner_text()
     assert "acp-hub policy" not in hubs.inner_text()
+
+
+def set_policy(hub: Hub, session: str, **policy: Any) -> None:
+    url = hub.url.replace("http://", "ws://", 1) + f"/acp?token={owner_token()}"
+    with connect(url) as ws:
+        for request_id, method, params in (
+            (1, "initialize", {"protocolVersion": 2}),
+            (2, "session/resume", {"sessionId": session, "cwd": str(ROOT)}),
+            (3, "_hub/set_policy", {"sessionId": session, **policy}),
+        ):
+            ws.send(
+                json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            )
+        while True:
+            answer = json.loads(ws.recv(timeout=WAIT_MS / 1000))
+            assert "error" not in answer, answer
+            if answer.get("id") == 3:
+                return
+
+
+def test_a_consensus_vote_is_shown_by_its_kind(hub: Hub, new_page: NewPage) -> None:
+    page, session = hostile(new_page, hub)
+    # Consensus is set over the wire (the page offers the simpler policies).
+    set_policy(hub, session, permission="consensus", quorum=2)
+    expect(page.locator(".policy")).to_contain_text("permissions: consensus")
+    bob = open_as(
+        new_page(token=token("approver", sub="bob", name="bob")),
+        hub.url,
+        session,
+        "?name=bob",
+    )
+    send_prompt(page, "hostile-options")
+    # The option the agent calls "Reject" is an allow_always: the vote says so.
+    dialog(page).locator(".permission-options button").first.click()
+    votes = page.locator(".panel-permissions .perm-votes")
+    expect(votes).to_have_text(
+        re.compile(r'^1 of 2 needed allowed \(olive: Always allow \("Reject"\)\)$')
+    )
+    expect(bob.locator(".panel-permissions .perm-votes")).to_contain_text('Always allow ("Reject")')
+    assert "permission:" not in page.locator(".entries").inner_text()
+    # The second voter allows once (the option called "Cancel"): both counted by kind.
+    dialog(bob).locator(".permission-options button").nth(1).click()
+    answered(page, "permission: selected")
+    for watcher in (page, bob):
+        record = watcher.locator(".panel-permissions .perm-resolved").last
+        expect(record.locator(".perm-votes")).to_contain_text('olive: Always allow ("Reject")')
+        expect(record.locator(".perm-votes")).to_contain_text('bob: Allow once ("Cancel")')
+    wait_idle(page)
 
 
 # -- the dashboard -------------------------------------------------------------------------------
