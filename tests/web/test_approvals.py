@@ -439,6 +439,34 @@ def test_typing_on_the_dashboard_never_answers_a_request(hub: Hub, new_page: New
     wait_idle(page)
 
 
+def test_a_padded_command_is_whole_and_in_view_on_the_card_and_in_the_widget(
+    hub: Hub, embedding: Embedding, new_page: NewPage
+) -> None:
+    page, session = hostile(new_page, hub)
+    dashboard = new_page(viewport={"width": 800, "height": 700})
+    dashboard.goto(f"{hub.url}/?name=ann")
+    dashboard.wait_for_selector("[data-connection=ready]")
+    host = new_page(viewport={"width": 900, "height": 900})
+    host.goto(embedding.allowed.page(hub.url, session, role="approver"))
+    frame = host.frame_locator("acp-session iframe")
+    frame.locator("[data-connection=ready]").wait_for()
+    for padding, info in (("spaces", "1 line"), ("newlines", "81 lines")):
+        send_prompt(page, f"hostile-padded {padding}")
+        pending = card(dashboard, session).locator(".card-permission")
+        widget = frame.locator(".permission-dialog")
+        for request in (pending, widget):
+            command = request.locator("pre.permission-command")
+            expect(command).to_contain_text(EVIL)
+            expect(command).to_contain_text("pytest -q")
+            expect(request.locator(".command-info").first).to_contain_text(info)
+            command.scroll_into_view_if_needed()
+            assert command.evaluate(IN_VIEW), padding
+        dialog(page).get_by_role("button", name=re.compile("^Decline")).click()
+        wait_idle(page)
+        expect(pending).to_have_count(0)
+        expect(widget).to_have_count(0)
+
+
 # -- the widget ----------------------------------------------------------------------------------
 
 
