@@ -39,7 +39,7 @@ _AGENT_STATUSES: Final = frozenset(
     {"started", "exited", "restarted", "lost", "logged_in", "logged_out", "login_failed"}
 )
 _PROMPT_POLICIES: Final = frozenset({"queue", "reject", "lease"})
-_PERMISSION_POLICIES: Final = frozenset({"first", "owner", "lease"})
+_PERMISSION_POLICIES: Final = frozenset({"first", "owner", "lease", "designated", "consensus"})
 
 
 def check(update: Mapping[str, Any]) -> None:

@@ -433,6 +433,15 @@ class ClientConnection:
         self._leave_reason = "expired"
         self.close(POLICY_CLOSE, "expired")
 
+    def take_request(self, what: str) -> RpcError | None:
+        """Count one request against ``request_rate``: ``None``, or the refusal of ``what``
+        over the rate (logged as a mistake). A request refused for its id counts too."""
+        wait = self._bucket.take(time.monotonic())
+        if not wait:
+            return None
+        self.mistake("%s over the request rate, refused", what)
+        return _too_many("request_rate", retry_after=wait)
+
     def _check_role(self, method: str, params: dict[str, Any]) -> RpcError | None:
         """The refusal of ``method``: ``-32002`` when it names a session outside the
         credential's ``sessions`` (as if it did not exist), ``-32040`` when the caller's role
@@ -506,10 +515,9 @@ class ClientConnection:
             self.mistake("initialize again, refused")
             reply(jsonrpc.error(entry.id, invalid_request("already initialized")))
             return
-        wait = self._bucket.take(time.monotonic())
-        if wait:
-            self.mistake("%s over the request rate, refused", method)
-            reply(jsonrpc.error(entry.id, _too_many("request_rate", retry_after=wait)))
+        refused = self.take_request(method)
+        if refused is not None:
+            reply(jsonrpc.error(entry.id, refused))
             return
         refusal = self._check_role(method, params)
         if refusal is not None:

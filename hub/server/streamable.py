@@ -42,6 +42,7 @@ opened no stream within ``FIRST_GET_TIMEOUT`` seconds of its ``initialize``.
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
@@ -352,7 +353,7 @@ class StreamableHttp:
             return json_error(503, "the hub is starting or stopping")
         posted: Posted | None = None
         if request.method == "POST":
-            read = await self._read_post(request)
+            read = await self._read_post(request, admission)
             if isinstance(read, Response):
                 return read
             posted = read
@@ -445,7 +446,7 @@ class StreamableHttp:
 
     # -- POST ------------------------------------------------------------------------------
 
-    async def _read_post(self, request: Request) -> Posted | Response:
+    async def _read_post(self, request: Request, admission: Admission) -> Posted | Response:
         """The POST's body and its one JSON-RPC message, or the ``4xx`` that refuses it."""
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
@@ -462,10 +463,31 @@ class StreamableHttp:
         if not isinstance(message, dict):
             return _rpc_error(400, -32600, "Invalid request", "a JSON-RPC message is an object")
         if "id" in message and not is_request_id(message["id"]):
-            # Nothing could route its answer: refused before any connection sees it.
+            # Nothing could route its answer: refused before any connection sees it, though it
+            # counts against the request rate of the connection it names.
             _mistake("a message whose id is %s, refused", type(message["id"]).__name__)
+            over = self._over_rate(request, admission, "a message with an invalid id")
+            if over is not None:
+                return over
             return _rpc_error(400, -32600, "Invalid request", "id must be a string or an integer")
         return Posted(bytes(body), message)
+
+    def _over_rate(self, request: Request, admission: Admission, what: str) -> Response | None:
+        """``429`` when the request is over the ``request_rate`` of the connection it names
+        (one of this node's, of the same principal), after counting it; else ``None``."""
+        http = self.connections.get(connection_id_of(request) or "")
+        if http is None or http.conn.closed or http.conn.principal != admission.principal.sub:
+            return None
+        refused = http.conn.take_request(what)
+        if refused is None:
+            return None
+        retry = str(max(1, math.ceil(float(refused.data["retryAfter"]))))
+        return Response(
+            orjson.dumps({"jsonrpc": "2.0", "id": None, "error": refused.to_dict()}),
+            status_code=429,
+            media_type="application/json",
+            headers={"retry-after": retry},
+        )
 
     async def post(self, request: Request, admission: Admission, posted: Posted) -> Response:
         found = self._connection(request, admission)

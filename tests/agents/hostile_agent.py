@@ -35,6 +35,9 @@ trust"):
     a message whose link text names another address than its destination, and an image.
 ``hostile-cr``
     terminal output with a bare CR inside a line.
+``hostile-settings``
+    config options beside its own that claim to be the hub's settings (``Hub: sharing``,
+    ``acp-hub policy: approve every permission``).
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ LYING = [
     {"optionId": "r", "name": "Reject", "kind": "allow_always"},
     {"optionId": "c", "name": "Cancel", "kind": "allow_once"},
 ]
+HUB_SHARING = "Hub: sharing"
+HUB_POLICY = "acp-hub policy: approve every permission"
 SWAPPED = [
     {"optionId": "a", "name": "Allow", "kind": "reject_once"},
     {"optionId": "d", "name": "Deny", "kind": "allow_always"},
@@ -87,6 +92,7 @@ class HostileTurn(base.TurnRunner):
                 "hostile-elicit": self.cmd_hostile_elicit,
                 "hostile-content": self.cmd_content,
                 "hostile-cr": self.cmd_cr,
+                "hostile-settings": self.cmd_settings,
             }
         )
 
@@ -258,6 +264,34 @@ class HostileTurn(base.TurnRunner):
             }
         )
         self.tool_update(tool_call_id, status="completed")
+
+    def cmd_settings(self, rest: str) -> None:
+        posing: list[Json] = [
+            {
+                "configId": "hub-sharing",
+                "name": HUB_SHARING,
+                "description": "acp-hub's own sharing setting",
+                "type": "select",
+                "currentValue": "anyone",
+                "options": [
+                    {"value": "anyone", "name": "Anyone with the link may approve"},
+                    {"value": "owner", "name": "Only the owner may approve"},
+                ],
+            },
+            {
+                "configId": "acp-hub-policy",
+                "name": HUB_POLICY,
+                "description": "Set by acp-hub",
+                "type": "boolean",
+                "currentValue": True,
+            },
+        ]
+        self.update(
+            {
+                "sessionUpdate": "config_option_update",
+                "configOptions": self.agent.config_options(self.session) + posing,
+            }
+        )
 
 
 def main() -> None:

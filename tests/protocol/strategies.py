@@ -477,7 +477,7 @@ def hub_updates(*, reset: bool = True) -> st.SearchStrategy[Update]:
         st.builds(
             lambda p, q: {"sessionUpdate": "_hub_policy", "prompt": p, "permission": q},
             st.sampled_from(["queue", "reject", "lease"]),
-            st.sampled_from(["first", "owner", "lease"]),
+            st.sampled_from(["first", "owner", "lease", "designated", "consensus"]),
         ),
     ]
     if reset:

@@ -70,6 +70,8 @@ class HttpAcp:
     tg: anyio.abc.TaskGroup
     version: int = 2
     connection_id: str | None = None
+    init_result: dict[str, Any] = field(default_factory=dict)
+    """The answer to ``initialize``."""
     events: list[SseEvent] = field(default_factory=list)
     updates: list[dict[str, Any]] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -201,7 +203,8 @@ class HttpAcp:
         self.open_stream(None)
         body = response.json()
         assert "result" in body, body
-        return dict(body["result"])
+        self.init_result = dict(body["result"])
+        return self.init_result
 
     def session_updates(self, session_id: str) -> list[dict[str, Any]]:
         return [u for u in self.updates if u.get("sessionId") == session_id]

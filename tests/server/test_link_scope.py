@@ -1,4 +1,5 @@
-"""What a share link and a session-scoped credential may not do, on real hubs.
+"""What a share link and a session-scoped credential may not do, on real hubs (over WebSocket
+and the Streamable HTTP profile alike).
 
 A share link is a guest of one session: whatever its role there, it manages no links
 (create, list, revoke), reaches no agent (stderr, log in, log out: one agent process serves
@@ -35,10 +36,12 @@ from tests.server.harness import (
     running_hub,
     scripted_agent,
 )
+from tests.server.http_client import HttpAcp, http_acp
 
 pytestmark = pytest.mark.anyio
 FORBIDDEN = -32040
 STORE_UNAVAILABLE = -32052
+Caller = AcpClient | HttpAcp
 WAIT = 10.0
 
 AGENT_METHODS: list[tuple[str, dict[str, Any]]] = [
@@ -53,13 +56,28 @@ AGENT_METHODS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-async def refusal(client: AcpClient, method: str, params: dict[str, Any]) -> dict[str, Any]:
+PROFILES = ["ws", "http"]
+
+
+@asynccontextmanager
+async def guest_on(profile: str, hub: HubHandle, credential: str) -> AsyncIterator[Caller]:
+    """A client admitted with ``credential``, over WebSocket (``ws``) or HTTP (``http``)."""
+    url = hub.url_with(credential)
+    if profile == "ws":
+        async with acp_client(url) as client:
+            yield client
+    else:
+        async with http_acp(url.replace("ws://", "http://", 1)) as http:
+            yield http
+
+
+async def refusal(client: Caller, method: str, params: dict[str, Any]) -> dict[str, Any]:
     with pytest.raises(RpcFailure) as refused:
         await client.call(method, params)
     return refused.value.error
 
 
-async def refusal_code(client: AcpClient, method: str, params: dict[str, Any]) -> int:
+async def refusal_code(client: Caller, method: str, params: dict[str, Any]) -> int:
     return int((await refusal(client, method, params))["code"])
 
 
@@ -95,12 +113,13 @@ def minted_by_link(gate: Gate, parent: dict[str, Any], *, ttl: float = 600) -> t
     return child.link_id, child_token
 
 
-async def test_an_owner_link_manages_no_links() -> None:
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_an_owner_link_manages_no_links(profile: str) -> None:
     async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as owner:
         sid = await owner.new_session()
         other = await share(owner, sid)
         link = await share(owner, sid, "owner", maxUses=2, expiresIn=120)
-        async with acp_client(hub.url_with(link["token"])) as guest:
+        async with guest_on(profile, hub, link["token"]) as guest:
             await guest.call("session/resume", {"sessionId": sid, "cwd": "/"})
             # The page opened with the link is not offered the Share dialog's links either.
             assert guest.init_result["_meta"]["acp-hub"]["link"] == link["linkId"]
@@ -155,7 +174,8 @@ async def test_a_link_of_a_deleted_session_revokes_nothing() -> None:
         assert await admission(hub.url_with(other["token"])) == "ok"
 
 
-async def test_session_scoped_credentials_reach_no_agent() -> None:
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_session_scoped_credentials_reach_no_agent(profile: str) -> None:
     agent = scripted_agent("scripted", 2, "--require-login")
     async with running_hub([agent]) as hub, acp_client(hub.url) as owner:
         await owner.call("_hub/agent_login", {"agent": "scripted", "methodId": "scripted-login"})
@@ -168,7 +188,7 @@ async def test_session_scoped_credentials_reach_no_agent() -> None:
             (token("owner", sub="one-session", sessions=[sid]), "hub"),
             (token("owner", sub="other-agents", agents=["other"]), "agents"),
         ):
-            async with acp_client(hub.url_with(credential)) as guest:
+            async with guest_on(profile, hub, credential) as guest:
                 assert guest.init_result["authMethods"] == []
                 for method, params in AGENT_METHODS:
                     error = await refusal(guest, method, params)
@@ -179,6 +199,21 @@ async def test_session_scoped_credentials_reach_no_agent() -> None:
         stderr = await owner.call("_hub/agent_stderr", {"agent": "scripted"})
         assert stderr["agent"] == "scripted"
         assert await owner.call("auth/logout", {}) == {}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_session_scoped_credentials_read_no_audit_trail(profile: str) -> None:
+    async with running_hub([scripted_agent()]) as hub, acp_client(hub.url) as owner:
+        sid = await owner.new_session()
+        link = await share(owner, sid, "owner")
+        for credential in (link["token"], token("owner", sub="one-session", sessions=[sid])):
+            async with guest_on(profile, hub, credential) as guest:
+                error = await refusal(guest, "_hub/audit/list", {})
+                assert (error["code"], error["data"]["scope"]) == (FORBIDDEN, "hub")
+        # The owner of the whole hub reads it, over either profile.
+        async with guest_on(profile, hub, token("owner", sub="whole-hub")) as whole:
+            entries = (await whole.call("_hub/audit/list", {}))["entries"]
+            assert [e["event"] for e in entries][-2:] == ["share_created", "session_created"]
 
 
 async def test_a_session_scoped_credential_starts_no_session() -> None:

@@ -31,6 +31,12 @@ def final(client: AcpClient, sid: str, count: int) -> list[dict[str, Any]]:
     return [r for r in records(client, sid) if r["status"] != "pending"][:count]
 
 
+def policy_of(client: AcpClient, sid: str) -> str | None:
+    """The permission policy of the last ``_hub_policy`` update ``client`` received."""
+    updates = hub_updates(client, sid, "_hub_policy")
+    return str(updates[-1]["permission"]) if updates else None
+
+
 def asked(client: AcpClient, count: int) -> Callable[[], bool]:
     """Whether ``client`` received ``count`` permission copies."""
     return lambda: len(permission_requests(client)) >= count
@@ -52,6 +58,7 @@ async def test_designated_the_prompter_answers_then_owners_when_it_leaves() -> N
             sid = await alice.new_session()
             await alice.call("_hub/set_policy", {"sessionId": sid, "permission": "designated"})
             await resume(carol, sid)
+            await alice.wait_for(lambda: policy_of(alice, sid) == "designated")
             async with acp_client(bob_url, 1, events=True) as bob:
                 await resume(bob, sid)
                 await bob.start(
@@ -96,6 +103,8 @@ async def test_consensus_needs_distinct_principals_and_any_reject_rejects() -> N
             assert policy["quorum"] == 2
             for client in (bob, bob_tab, carol):
                 await resume(client, sid)
+            # The policy change is an update everyone attached sees.
+            await alice.wait_for(lambda: policy_of(alice, sid) == "consensus")
             await alice.prompt(sid, "permission")
             for client in (alice, bob, bob_tab, carol):
                 await client.wait_for(asked(client, 1))

@@ -19,12 +19,13 @@ import httpx
 import orjson
 import pytest
 
+from hub.protocol.errors import RATE_LIMITED
 from hub.server import streams
 from hub.server.streamable import HttpConnection
 from hub.server.streams import StreamOutbox
 from hub.settings import Settings
 from tests.credentials import token
-from tests.server.harness import HubHandle, running_hub, scripted_agent
+from tests.server.harness import HubHandle, RpcFailure, running_hub, scripted_agent
 from tests.server.http_client import HttpAcp, http_acp
 
 pytestmark = pytest.mark.anyio
@@ -171,6 +172,29 @@ async def test_messages_with_ids_json_rpc_does_not_allow_leave_no_route(bad_id: 
         assert held.outbox.routes == 0
         assert set(held.outbox.streams) == {None}
         assert (await client.call("session/list", {}))["sessions"] == []
+
+
+@pytest.mark.parametrize("bad_id", [True, 1.5, {"a": 1}])
+async def test_messages_with_ids_json_rpc_does_not_allow_count_against_the_request_rate(
+    bad_id: Any,
+) -> None:
+    settings = Settings(request_rate=0.001, request_burst=4)
+    async with running_hub([_agent()], settings) as hub, http_acp(hub.http_acp) as client:
+        message = {"jsonrpc": "2.0", "id": bad_id, "method": "session/list", "params": {}}
+        answers = [await client.post(message) for _ in range(5)]
+        statuses = [answer.status_code for answer in answers]
+        # Refused, each taking its share of the rate, until the rate refuses them.
+        assert statuses[:3] == [400] * 3
+        assert statuses[-1] == 429
+        assert statuses == sorted(statuses)
+        refused = answers[-1].json()["error"]
+        assert (refused["code"], refused["data"]["limit"]) == (RATE_LIMITED, "request_rate")
+        assert "retry-after" in answers[-1].headers
+        # A good request after them is over the rate too.
+        with pytest.raises(RpcFailure) as over:
+            await client.call("session/list", {})
+        assert over.value.error["data"]["limit"] == "request_rate"
+        assert _held(hub, client).outbox.routes == 0
 
 
 async def test_the_answer_routes_of_a_connection_are_bounded(

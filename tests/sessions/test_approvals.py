@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+from hub.access.audit import MemoryAudit
 from hub.protocol.display import TITLE_MAX_CHARS
 from tests.sessions.harness import Client, hub_session, idle, join, text, until
 
@@ -150,6 +151,7 @@ async def ask(session: Any, tg: Any, options: list[dict[str, Any]]) -> list[dict
 
 async def test_the_record_names_the_kind_of_the_option_chosen() -> None:
     async with hub_session() as (session, _, tg):
+        session.audit = audit = MemoryAudit()
         owner = Client("c-o", name="owner")
         join(session, owner)
         outcomes = await ask(session, tg, HOSTILE_OPTIONS)
@@ -162,6 +164,11 @@ async def test_the_record_names_the_kind_of_the_option_chosen() -> None:
         # The option is called "Reject"; what the agent got is an `allow_always`.
         assert record["optionKind"] == "allow_always"
         assert owner.fold().permission(record["permissionId"])["optionKind"] == "allow_always"  # type: ignore[index]
+        # The audit trail too: what the agent got, whatever the option's name.
+        decided = [e for e in audit.entries if e["event"] == "permission_decided"]
+        assert [(e["outcome"], e["optionKind"]) for e in decided] == [
+            (selected["outcome"], "allow_always")
+        ]
 
 
 async def test_a_consensus_vote_is_recorded_with_its_kind() -> None:
@@ -184,6 +191,7 @@ async def test_a_consensus_vote_is_recorded_with_its_kind() -> None:
 
 async def test_the_hubs_decline_resolves_cancelled_whatever_the_options() -> None:
     async with hub_session() as (session, _, tg):
+        session.audit = audit = MemoryAudit()
         owner = Client("c-o", name="owner")
         join(session, owner)
         # No option says no: the hub's own decline still does.
@@ -197,6 +205,8 @@ async def test_the_hubs_decline_resolves_cancelled_whatever_the_options() -> Non
         assert record["outcome"] == {"outcome": "cancelled"}
         assert "optionKind" not in record
         assert record["resolvedBy"]["name"] == "owner"
+        decided = [e for e in audit.entries if e["event"] == "permission_decided"]
+        assert [(e["outcome"], e["optionKind"]) for e in decided] == [(CANCELLED["outcome"], None)]
 
 
 async def test_under_consensus_an_option_of_unknown_kind_needs_the_quorum() -> None:

@@ -9,14 +9,27 @@ message is not shown under a person's name; a huge title does not take over the 
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
 from typing import Any
 
 from playwright.sync_api import expect
+from websockets.sync.client import connect
 
-from tests.web.harness import Embedding, Hub, open_as, send_prompt, start_session, wait_idle
+from tests.agents.hostile_agent import HUB_POLICY, HUB_SHARING
+from tests.credentials import owner_token, token
+from tests.support import ROOT
+from tests.web.harness import (
+    WAIT_MS,
+    Embedding,
+    Hub,
+    open_as,
+    send_prompt,
+    start_session,
+    wait_idle,
+)
 
 NewPage = Callable[..., Any]
 
@@ -278,6 +291,83 @@ def test_links_show_where_they_go_images_are_framed_and_a_cr_keeps_the_line(
     expect(page.locator(".terminal-output").last).to_contain_text("ok -rf build/ done")
 
 
+def test_the_agents_settings_cannot_pass_for_the_hubs(hub: Hub, new_page: NewPage) -> None:
+    page, _ = hostile(new_page, hub)
+    send_prompt(page, "hostile-settings")
+    wait_idle(page)
+    agents = page.locator("aside.side section.panel").filter(
+        has=page.get_by_role("heading", name="The agent's settings", exact=True)
+    )
+    expect(agents).to_be_visible()
+    expect(agents.locator(".field-hint")).to_have_text("Offered by the agent, not by acp-hub.")
+    hubs = page.locator(".panel-controls")
+    expect(hubs).to_be_visible()
+    for name in (HUB_SHARING, HUB_POLICY):
+        # Under the agent's heading, with the agent's own options ...
+        expect(agents.get_by_label(name, exact=True)).to_have_count(1)
+        expect(page.get_by_label(name, exact=True)).to_have_count(1)
+        expect(page.get_by_text(name, exact=True)).to_have_count(1)
+        heading = page.get_by_label(name, exact=True).evaluate(
+            "(node) => node.closest('section.panel').querySelector('.panel-title').textContent"
+        )
+        assert heading == "The agent's settings", (name, heading)
+        # ... and nowhere among the hub's own controls.
+        expect(hubs.get_by_text(name)).to_have_count(0)
+    expect(agents.get_by_label("Mode", exact=True)).to_have_count(1)
+    expect(hubs.get_by_label("Whose answer to a permission counts")).to_have_count(1)
+    expect(agents.get_by_label("Whose answer to a permission counts")).to_have_count(0)
+    assert "Hub: sharing" not in hubs.inner_text()
+    assert "acp-hub policy" not in hubs.inner_text()
+
+
+def set_policy(hub: Hub, session: str, **policy: Any) -> None:
+    url = hub.url.replace("http://", "ws://", 1) + f"/acp?token={owner_token()}"
+    with connect(url) as ws:
+        for request_id, method, params in (
+            (1, "initialize", {"protocolVersion": 2}),
+            (2, "session/resume", {"sessionId": session, "cwd": str(ROOT)}),
+            (3, "_hub/set_policy", {"sessionId": session, **policy}),
+        ):
+            ws.send(
+                json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            )
+        while True:
+            answer = json.loads(ws.recv(timeout=WAIT_MS / 1000))
+            assert "error" not in answer, answer
+            if answer.get("id") == 3:
+                return
+
+
+def test_a_consensus_vote_is_shown_by_its_kind(hub: Hub, new_page: NewPage) -> None:
+    page, session = hostile(new_page, hub)
+    # Consensus is set over the wire (the page offers the simpler policies).
+    set_policy(hub, session, permission="consensus", quorum=2)
+    expect(page.locator(".policy")).to_contain_text("permissions: consensus")
+    bob = open_as(
+        new_page(token=token("approver", sub="bob", name="bob")),
+        hub.url,
+        session,
+        "?name=bob",
+    )
+    send_prompt(page, "hostile-options")
+    # The option the agent calls "Reject" is an allow_always: the vote says so.
+    dialog(page).locator(".permission-options button").first.click()
+    votes = page.locator(".panel-permissions .perm-votes")
+    expect(votes).to_have_text(
+        re.compile(r'^1 of 2 needed allowed \(olive: Always allow \("Reject"\)\)$')
+    )
+    expect(bob.locator(".panel-permissions .perm-votes")).to_contain_text('Always allow ("Reject")')
+    assert "permission:" not in page.locator(".entries").inner_text()
+    # The second voter allows once (the option called "Cancel"): both counted by kind.
+    dialog(bob).locator(".permission-options button").nth(1).click()
+    answered(page, "permission: selected")
+    for watcher in (page, bob):
+        record = watcher.locator(".panel-permissions .perm-resolved").last
+        expect(record.locator(".perm-votes")).to_contain_text('olive: Always allow ("Reject")')
+        expect(record.locator(".perm-votes")).to_contain_text('bob: Allow once ("Cancel")')
+    wait_idle(page)
+
+
 # -- the dashboard -------------------------------------------------------------------------------
 
 
@@ -318,6 +408,63 @@ def test_the_dashboard_card_shows_what_a_request_asks_and_declines(
     expect(pending.locator(".option-name").first).to_have_text("the agent calls it Allow")
     dialog(page).get_by_role("button", name=re.compile("^Reject")).click()
     wait_idle(page)
+
+
+def test_typing_on_the_dashboard_never_answers_a_request(hub: Hub, new_page: NewPage) -> None:
+    page, session = hostile(new_page, hub)
+    dashboard = new_page()
+    dashboard.goto(f"{hub.url}/?name=ann")
+    dashboard.wait_for_selector("[data-connection=ready]")
+    send_prompt(page, "hostile-options")
+    pending = card(dashboard, session).locator(".card-permission")
+    expect(pending.locator(".option-kind")).to_have_text(["Always allow", "Allow once", "Decline"])
+    # Keys pressed on the page itself (nothing focused) ...
+    dashboard.evaluate("() => document.activeElement?.blur()")
+    for key in (" ", "Enter", "y", "a", "Escape", "Enter", " "):
+        dashboard.keyboard.press(key)
+    dashboard.keyboard.type("yes allow always ")
+    expect(dashboard.locator(".card-permission button:focus")).to_have_count(0)
+    # ... and Escape on the request's own first option, focused by the person: none answers.
+    pending.locator(".permission-options button").first.focus()
+    dashboard.keyboard.press("Escape")
+    expect(pending.locator(".option-kind")).to_have_text(["Always allow", "Allow once", "Decline"])
+    expect(dialog(page)).to_be_visible()
+    assert "permission:" not in page.locator(".entries").inner_text()
+    # Still pending: the first answer the agent gets is the one clicked now.
+    pending.get_by_role("button", name=re.compile("^Decline")).click()
+    answered(page, "permission: cancelled")
+    expect(page.locator(".panel-permissions .perm-resolved").last).to_contain_text(
+        "Declined by ann"
+    )
+    wait_idle(page)
+
+
+def test_a_padded_command_is_whole_and_in_view_on_the_card_and_in_the_widget(
+    hub: Hub, embedding: Embedding, new_page: NewPage
+) -> None:
+    page, session = hostile(new_page, hub)
+    dashboard = new_page(viewport={"width": 800, "height": 700})
+    dashboard.goto(f"{hub.url}/?name=ann")
+    dashboard.wait_for_selector("[data-connection=ready]")
+    host = new_page(viewport={"width": 900, "height": 900})
+    host.goto(embedding.allowed.page(hub.url, session, role="approver"))
+    frame = host.frame_locator("acp-session iframe")
+    frame.locator("[data-connection=ready]").wait_for()
+    for padding, info in (("spaces", "1 line"), ("newlines", "81 lines")):
+        send_prompt(page, f"hostile-padded {padding}")
+        pending = card(dashboard, session).locator(".card-permission")
+        widget = frame.locator(".permission-dialog")
+        for request in (pending, widget):
+            command = request.locator("pre.permission-command")
+            expect(command).to_contain_text(EVIL)
+            expect(command).to_contain_text("pytest -q")
+            expect(request.locator(".command-info").first).to_contain_text(info)
+            command.scroll_into_view_if_needed()
+            assert command.evaluate(IN_VIEW), padding
+        dialog(page).get_by_role("button", name=re.compile("^Decline")).click()
+        wait_idle(page)
+        expect(pending).to_have_count(0)
+        expect(widget).to_have_count(0)
 
 
 # -- the widget ----------------------------------------------------------------------------------
