@@ -249,3 +249,41 @@ async def test_a_request_without_the_rules_option_kind_goes_to_people(tmp_path: 
         assert reports(alice, sid)[-1] == "permission: selected c"
         (decided,) = [u for u in hub_updates(alice, sid, "_hub_permission") if u.get("by")]
         assert decided["by"]["rule"] == allowing["ruleId"]
+
+
+async def test_the_audit_trail_records_rules_and_their_answers(tmp_path: Path) -> None:
+    async with running_hub([scripted_agent()]) as hub, acp_client(hub.url, name="alice") as alice:
+        sid = await alice.new_session(cwd=str(tmp_path))
+        added = await alice.call(
+            "_hub/rules/add", {"sessionId": sid, "match": {"kind": "edit"}, "answer": "allow"}
+        )
+        rule_id = added["ruleId"]
+        assert await run_turn(alice, sid, "permission-edit src/a.py", []) == []
+        await alice.call("_hub/rules/remove", {"sessionId": sid, "ruleId": rule_id})
+        assert await run_turn(alice, sid, "permission-edit src/b.py", ["reject"]) == [
+            "Allow: Edit src/b.py?"
+        ]
+        entries = (await alice.call("_hub/audit/list", {"limit": 500}))["entries"]
+        trail = [e for e in reversed(entries) if e.get("sessionId") == sid]
+        events = [e["event"] for e in trail]
+        assert [e for e in events if e != "session_created"] == [
+            "rule_added",
+            "permission_decided",
+            "rule_removed",
+            "permission_decided",
+        ]
+        added_entry, by_rule, removed, by_person = [
+            e for e in trail if e["event"] != "session_created"
+        ]
+        assert added_entry["rule"]["ruleId"] == rule_id
+        assert added_entry["rule"]["match"] == {"kind": "edit"}
+        assert added_entry["rule"]["answer"] == "allow"
+        assert added_entry["principal"] == "test-owner"
+        assert by_rule["rule"] == rule_id
+        assert by_rule["outcome"] == {"outcome": "selected", "optionId": "allow"}
+        assert by_rule["principal"] is None
+        assert removed["ruleId"] == rule_id
+        assert removed["principal"] == "test-owner"
+        assert by_person["rule"] is None
+        assert by_person["principal"] == "test-owner"
+        assert by_person["outcome"] == {"outcome": "selected", "optionId": "reject"}
