@@ -92,6 +92,10 @@ async def test_the_demo_session_exports_as_the_golden_markdown_and_as_jsonl_that
     assert head["complete"] is True
     assert [seq for seq, _ in events] == list(range(1, len(events) + 1))
     assert SessionState().apply_all(u for _, u in events).snapshot() == live
+    # The prompt and the permission decision carry the hub's times, in order.
+    times = re.findall(r" at (\d{4}-\d\d-\d\dT[\d:.]+Z)$", md, re.MULTILINE)
+    assert len(times) == 2
+    assert times == sorted(times)
     md = normalized(md, sid, tmp_path)
     if os.environ.get("ACP_HUB_UPDATE_GOLDEN"):
         GOLDEN.write_text(md)
