@@ -35,6 +35,7 @@ from tests.server.harness import (
     scripted_agent,
     with_workspace,
 )
+from tests.server.http_client import http_acp
 
 pytestmark = pytest.mark.anyio
 
@@ -268,3 +269,39 @@ async def test_raw_clients_of_each_version_get_the_agents_extension_messages(
         await viewer.wait_for(lambda: "all done" in said())
         assert f'ext-ask: {{"answer": {version}}}' in said()
         assert not [r for r in viewer.requests if r["method"] == "_acme/ask"]
+
+
+async def test_a_v2_client_over_streamable_http_gets_the_agents_extension_messages() -> None:
+    async with (
+        running_hub([scripted_agent("scripted", 2)]) as hub,
+        http_acp(hub.http_acp, 2) as owner,
+    ):
+        created = await owner.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        sid = created["sessionId"]
+        owner.open_stream(sid)
+        await owner.wait_for(lambda: owner.statuses.get(sid) == 200)
+        await owner.call(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": TURN}]}
+        )
+        # The notification reaches the client on the session's stream, unchanged but for the
+        # session id ...
+        await owner.wait_for(
+            lambda: any(n["method"] == "_acme/progress" for n in owner.notifications)
+        )
+        (note,) = [n for n in owner.notifications if n["method"] == "_acme/progress"]
+        assert note["params"] == {"sessionId": sid, "pct": 50}
+        # ... and the request reaches the prompter, whose answer (a POST) reaches the agent.
+        await owner.wait_for(lambda: any(r["method"] == "_acme/ask" for r in owner.requests))
+        (asked,) = [r for r in owner.requests if r["method"] == "_acme/ask"]
+        assert asked["params"] == {"sessionId": sid, "q": "which size?"}
+        await owner.answer(asked["id"], {"answer": "over http"}, sid)
+
+        def said() -> str:
+            return "".join(
+                str(u["update"].get("content", {}).get("text"))
+                for u in owner.session_updates(sid)
+                if u["update"].get("sessionUpdate") == "agent_message_chunk"
+            )
+
+        await owner.wait_for(lambda: "all done" in said())
+        assert 'ext-ask: {"answer": "over http"}' in said()
