@@ -305,3 +305,44 @@ async def test_a_v2_client_over_streamable_http_gets_the_agents_extension_messag
 
         await owner.wait_for(lambda: "all done" in said())
         assert 'ext-ask: {"answer": "over http"}' in said()
+
+
+async def test_an_agent_request_goes_to_the_lease_holder_when_the_prompter_has_left() -> None:
+    async with (
+        running_hub([scripted_agent("scripted", 2)]) as hub,
+        acp_client(hub.url) as owner,
+        acp_client(hub.url, role="driver") as holder,
+    ):
+        sid = await owner.new_session()
+        await holder.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+        await holder.call("_hub/lease/request", {"sessionId": sid})
+        # The owner's turn waits on a permission; the owner leaves before the agent asks its
+        # extension request, so the request goes to the lease holder instead.
+        script = f"permission\next-ask _acme/ask {ASK}\nsay after"
+        await owner.start(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": script}]}
+        )
+
+        def permission(client: AcpClient) -> list[dict[str, Any]]:
+            return [r for r in client.requests if r["method"] == "session/request_permission"]
+
+        await holder.wait_for(lambda: bool(permission(holder)))
+        await owner.call("session/detach", {"sessionId": sid})
+        await holder.answer(
+            permission(holder)[0]["id"], {"outcome": {"outcome": "selected", "optionId": "allow"}}
+        )
+        await holder.wait_for(lambda: any(r["method"] == "_acme/ask" for r in holder.requests))
+        (asked,) = [r for r in holder.requests if r["method"] == "_acme/ask"]
+        assert asked["params"] == {"sessionId": sid, "q": "which size?"}
+        await holder.answer(asked["id"], {"answer": "from the holder"})
+
+        def said() -> str:
+            return "".join(
+                str(p["update"].get("content", {}).get("text"))
+                for p in holder.session_updates(sid)
+                if p["update"].get("sessionUpdate") == "agent_message_chunk"
+            )
+
+        await holder.wait_for(lambda: "after" in said())
+        assert 'ext-ask: {"answer": "from the holder"}' in said()
+        assert not [r for r in owner.requests if r["method"] == "_acme/ask"]
