@@ -346,3 +346,44 @@ async def test_an_agent_request_goes_to_the_lease_holder_when_the_prompter_has_l
         await holder.wait_for(lambda: "after" in said())
         assert 'ext-ask: {"answer": "from the holder"}' in said()
         assert not [r for r in owner.requests if r["method"] == "_acme/ask"]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_an_agents_notification_of_any_unknown_method_reaches_the_sessions_clients(
+    version: int,
+) -> None:
+    async with (
+        running_hub([scripted_agent("scripted", 2)]) as hub,
+        acp_client(hub.url, version) as owner,
+        acp_client(hub.url, version, role="viewer") as viewer,
+    ):
+        sid = await owner.new_session()
+        await viewer.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+        # ACP's and JSON-RPC's own methods are not passed on; a method the hub does not know is,
+        # `_`-prefixed or not. Sent in this order, so the last one arriving means the others
+        # would have arrived before it.
+        script = "\n".join(
+            [
+                'ext-notify session/cancel {"n": 1}',
+                'ext-notify $/progress {"n": 2}',
+                'ext-notify session/request_permission {"n": 3}',
+                'ext-notify acme/status {"n": 4}',
+                'ext-notify _acme/progress {"n": 5}',
+            ]
+        )
+        await owner.prompt(sid, script)
+        for client in (owner, viewer):
+
+            def arrived(c: AcpClient = client) -> bool:
+                return any(n["method"] == "_acme/progress" for n in c.notifications)
+
+            await client.wait_for(arrived)
+            passed = [
+                (n["method"], n["params"])
+                for n in client.notifications
+                if n["method"] != "session/update" and not n["method"].startswith("_hub")
+            ]
+            assert passed == [
+                ("acme/status", {"sessionId": sid, "n": 4}),
+                ("_acme/progress", {"sessionId": sid, "n": 5}),
+            ]
