@@ -10,8 +10,9 @@ One ``Inbound`` per process, called by its connection's reader (``hub.agents.con
   answered ``-32602`` and never shown to anyone), then awaited on the sink, each in a task of
   its own; an answer the hub does not understand becomes ``cancelled``: nothing unknown
   counts as approval. ``elicitation/complete`` goes to the sink that was asked.
-* ``_``-prefixed notifications naming a session go to its sink; others are logged. The
-  hub's own (``_hub/...``) are never accepted from an agent.
+* Notifications with a method the hub does not know (``_``-prefixed extensions, and any other
+  name that is not ACP's or JSON-RPC's own) naming a session go to its sink; others are
+  logged. The hub's own (``_hub/...``) are never accepted from an agent.
 * Other requests naming a registered session (``sessionId``) go to its sink
   (``on_extension_request``: the client whose prompt runs, or the lease holder, answers);
   ``fs/*`` and ``terminal/*`` (the hub offers neither), the hub's own ``_hub/...`` and
@@ -39,6 +40,32 @@ __all__ = ["Inbound"]
 logger = logging.getLogger("hub.agents")
 
 _CANCELLED = {"outcome": "cancelled"}
+_KNOWN = frozenset(
+    {
+        "initialize",
+        "authenticate",
+        "logout",
+        "auth/login",
+        "auth/logout",
+        "session/new",
+        "session/load",
+        "session/resume",
+        "session/attach",
+        "session/detach",
+        "session/list",
+        "session/prompt",
+        "session/cancel",
+        "session/set_mode",
+        "session/set_config_option",
+        "session/close",
+        "session/delete",
+        "session/request_permission",
+        "elicitation/create",
+    }
+)
+_KNOWN_PREFIXES = ("$/", "rpc.", "fs/", "terminal/")
+"""ACP's and JSON-RPC's own methods: an agent's notification with one of these names is not
+passed on as if it were an extension (each has its own meaning, or none as a notification)."""
 
 
 class Inbound:
@@ -69,7 +96,8 @@ class Inbound:
                 self.name,
                 method[:100],
             )
-        elif method.startswith("_"):
+        elif method not in _KNOWN and not method.startswith(_KNOWN_PREFIXES):
+            # An extension (`_vendor/...`) or a method the hub does not know: passed on live.
             entry = self.sessions.get(params.get("sessionId"))
             if entry is None:
                 logger.info(

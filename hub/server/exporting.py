@@ -14,7 +14,8 @@ holds the session's first events exports the compacted state instead (``complete
 
 A Markdown transcript is rendered whole from the folded state on the first page and kept, one
 per connection, until its last page is sent or another export starts; its cursor names that
-rendering and an offset into it. Any caller who may see a session (a viewer and above) may
+rendering and a byte offset into its UTF-8 text (a page is cut between two characters, so that
+it never exceeds the bound in bytes). Any caller who may see a session (a viewer and above) may
 export it: the export shows what replay shows.
 
 ``_hub/import {data}`` takes a JSONL export back as a new, read-only session
@@ -40,10 +41,11 @@ from hub.store.export import FORMATS, ExportError, header, jsonl_lines, markdown
 if TYPE_CHECKING:
     from hub.server.connection import ClientConnection
 
-_rendered: weakref.WeakKeyDictionary[ClientConnection, tuple[str, str]] = (
+_rendered: weakref.WeakKeyDictionary[ClientConnection, tuple[str, bytes]] = (
     weakref.WeakKeyDictionary()
 )
-"""The Markdown export each connection is paging through: (its cursor token, its text)."""
+"""The Markdown export each connection is paging through: (its cursor token, its UTF-8
+text; pages and cursors count bytes, cut between characters)."""
 
 
 def session_header(session: Session, *, complete: bool) -> dict[str, Any]:
@@ -101,7 +103,7 @@ def _jsonl_page(session: Session, cursor: Any, limit: int) -> dict[str, Any]:
 
 def _md_page(conn: ClientConnection, session: Session, cursor: Any, limit: int) -> dict[str, Any]:
     if cursor is None:
-        text = markdown(session_header(session, complete=True), session.state)
+        text = markdown(session_header(session, complete=True), session.state).encode()
         token = secrets.token_hex(8)
         _rendered[conn] = (token, text)
         offset = 0
@@ -115,11 +117,15 @@ def _md_page(conn: ClientConnection, session: Session, cursor: Any, limit: int) 
             offset = int(parts[2])
         except ValueError:
             raise SessionFailure(invalid_params("cursor is not one of this export's")) from None
+    if not 0 <= offset < len(text) or text[offset] & 0xC0 == 0x80:
+        raise SessionFailure(invalid_params("cursor is not one of this export's"))
     end = offset + limit
     if end >= len(text):
         _rendered.pop(conn, None)
-        return {"data": text[offset:], "nextCursor": None}
-    return {"data": text[offset:end], "nextCursor": f"m:{token}:{end}"}
+        return {"data": text[offset:].decode(), "nextCursor": None}
+    while text[end] & 0xC0 == 0x80:  # a UTF-8 continuation byte: cut before its character
+        end -= 1
+    return {"data": text[offset:end].decode(), "nextCursor": f"m:{token}:{end}"}
 
 
 def hub_export(conn: ClientConnection, params: dict[str, Any]) -> dict[str, Any]:

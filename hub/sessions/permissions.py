@@ -494,6 +494,9 @@ class Permissions:
             "permissionId": pending.permission_id,
             "status": status,
             "outcome": pending.outcome,
+            "decidedAt": datetime.now(UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
         }
         kind = option_kind(pending.outcome, pending.options)
         if kind is not None:

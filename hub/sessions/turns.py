@@ -33,6 +33,7 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
@@ -335,6 +336,7 @@ class Turns:
                 "name": client.name,
                 "role": self._session.role_of(client),
                 "principal": client.principal,
+                "at": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             }
         )
 

@@ -17,8 +17,11 @@ the current state instead (``seq`` 0 each): the whole state, without its history
 Markdown is for people: the compaction of the folded state (``hub.protocol.compact``, the
 timeline in first-appearance order, each message and tool call whole) rendered as a transcript:
 who prompted, what the agent answered, each tool call with its diffs and terminal output and the
-permission decisions about it (who decided, or which rule), the plans. The log keeps no clock
-per event, so times are the session's creation and the export's.
+permission decisions about it (who decided, or which rule), the plans. Times: the session's
+creation and the export's, when each prompt was sent (its ``_hub_prompt`` record's ``at``) and
+when each permission request was decided (its ``_hub_permission`` record's ``decidedAt``). The
+log keeps no clock per event and an agent's updates carry none, so what the agent said and did
+has no time of its own: it follows the prompt of its turn.
 """
 
 from __future__ import annotations
@@ -195,6 +198,12 @@ def _diff(item: dict[str, Any]) -> str:
     return _fence("".join(line if line.endswith("\n") else line + "\n" for line in lines), "diff")
 
 
+def _at(record: dict[str, Any], key: str) -> str:
+    """`` at TIME`` for a record's time field ``key``, or nothing (older logs have none)."""
+    value = record.get(key)
+    return f" at {value}" if isinstance(value, str) and value else ""
+
+
 def _who(by: Any) -> str:
     if not isinstance(by, dict):
         return "the hub"
@@ -224,8 +233,9 @@ def _decision(record: dict[str, Any]) -> str:
             if isinstance(option, dict) and option.get("optionId") == chosen:
                 chosen = option.get("name") or chosen
                 break
-        return f"- Permission **{title}**: {chosen} — by {_who(record.get('resolvedBy'))}"
-    return f"- Permission **{title}**: {status or 'cancelled'}"
+        by = _who(record.get("resolvedBy"))
+        return f"- Permission **{title}**: {chosen} — by {by}{_at(record, 'decidedAt')}"
+    return f"- Permission **{title}**: {status or 'cancelled'}{_at(record, 'decidedAt')}"
 
 
 def _tool_call_of(record: dict[str, Any]) -> str | None:
@@ -279,7 +289,7 @@ def markdown(head: dict[str, Any], state: SessionState) -> str:
             text = _text(update.get("content"))
             if variant == "user_message":
                 who = prompts.get(str(update.get("messageId")))
-                by = f" — {_who(who)}" if who is not None else ""
+                by = f" — {_who(who)}{_at(who, 'at')}" if who is not None else ""
                 out += ["", f"## Prompt{by}", "", text]
             elif variant == "agent_thought":
                 out += ["", "> " + text.replace("\n", "\n> ")]

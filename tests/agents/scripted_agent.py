@@ -49,6 +49,7 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002
 AUTH_REQUIRED = -32000
+REQUEST_CANCELLED = -32800
 
 # --require-login: the methods advertised (the `terminal` one only to a client that opts in).
 LOGIN_AGENT = "scripted-login"
@@ -236,6 +237,7 @@ class Agent:
         self.terminal_auth = False
         self.logged_in: str | None = None  # the method id of the login (--require-login)
         self.lock = threading.Lock()
+        self.held: dict[str, Session] = {}  # `_acme/wait` requests held, by request id
 
     @property
     def v2(self) -> bool:
@@ -313,8 +315,10 @@ class Agent:
                 if self.args.cancel_requests:
                     self.channel.cancel_pending(session.session_id)
         elif method == "$/cancel_request":
-            # Only a v1 prompt is still pending long enough to be cancelled; every other request
-            # is answered at once. The prompt is then answered with stop reason `cancelled`.
+            # A held `_acme/wait` and a v1 prompt are pending long enough to be cancelled; every
+            # other request is answered at once. The prompt is then answered with stop reason
+            # `cancelled`, the wait with `-32800`.
+            self.release_held(params.get("requestId"))
             for session in list(self.sessions.values()):
                 turn = session.turn
                 if (
@@ -354,6 +358,8 @@ class Agent:
             return self.session_prompt(request_id, params)
         if method in ("_acme/echo", "session/set_model"):
             return self.extension(method, params)
+        if method == "_acme/wait":
+            return self.hold(request_id, params)
         handler = handlers.get(method)
         if handler is None:
             raise RpcFailure(METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -636,6 +642,30 @@ class Agent:
         echo = {k: v for k, v in params.items() if k != "sessionId"}
         return {"echo": echo, "sessionKnown": known, "protocolVersion": self.version}
 
+    def hold(self, request_id: Any, params: Json) -> Json:
+        """`_acme/wait`: held unanswered until `$/cancel_request` names it; the session is
+        told both (agent messages `held _acme/wait`, `withdrawn _acme/wait`)."""
+        session = self.find(params)
+        with self.lock:
+            self.held[_held_key(request_id)] = session
+        self.say_outside_turn(session, "held _acme/wait\n")
+        return DEFERRED
+
+    def release_held(self, request_id: Any) -> None:
+        with self.lock:
+            session = self.held.pop(_held_key(request_id), None)
+        if session is None:
+            return
+        self.channel.send(error_message(request_id, REQUEST_CANCELLED, "Request cancelled"))
+        self.say_outside_turn(session, "withdrawn _acme/wait\n")
+
+    def say_outside_turn(self, session: Session, text: str) -> None:
+        update: Json = {"sessionUpdate": "agent_message_chunk"}
+        update["content"] = {"type": "text", "text": text}
+        if self.v2:
+            update["messageId"] = session.next_id("msg")
+        self.channel.notify("session/update", {"sessionId": session.session_id, "update": update})
+
     # ------------------------------------------------------------------ prompt turns
 
     def session_prompt(self, request_id: Any, params: Json) -> Json:
@@ -658,6 +688,11 @@ class Agent:
             self.channel.send({"jsonrpc": "2.0", "id": request_id, "result": ack})
         threading.Thread(target=runner.run, daemon=True).start()
         return DEFERRED
+
+
+def _held_key(request_id: Any) -> str:
+    """A request id as a key (ids are strings or numbers; JSON keeps them apart)."""
+    return json.dumps(request_id)
 
 
 def error_message(request_id: Any, code: int, message: str) -> Json:

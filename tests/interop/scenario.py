@@ -165,7 +165,15 @@ async def run_raw(hub: HubHandle, version: int, cwd: str) -> Outcomes:
 
         async def cancel_request() -> str:
             if version >= 2:
-                return NA  # a v2 prompt is answered once accepted or queued: nothing in flight
+                # A v2 prompt is answered once accepted or queued: the request in flight is an
+                # extension request the agent holds until the client withdraws it.
+                held = await client.start("_acme/wait", {"sessionId": sid})
+                await client.wait_for(lambda: "held _acme/wait" in _texts(client, sid))
+                await client.notify("$/cancel_request", {"requestId": held})
+                withdrawn = await client.response(held)
+                # The hub passed the cancel on: the agent says it let the request go.
+                await client.wait_for(lambda: "withdrawn _acme/wait" in _texts(client, sid))
+                return _check(withdrawn.get("error", {}).get("code") == -32800, str(withdrawn))
             busy = await client.start("session/prompt", {"sessionId": sid, "prompt": _blocks(SLOW)})
             queued = await client.start(
                 "session/prompt", {"sessionId": sid, "prompt": _blocks("x")}

@@ -35,6 +35,7 @@ from tests.server.harness import (
     scripted_agent,
     with_workspace,
 )
+from tests.server.http_client import http_acp
 
 pytestmark = pytest.mark.anyio
 
@@ -268,3 +269,121 @@ async def test_raw_clients_of_each_version_get_the_agents_extension_messages(
         await viewer.wait_for(lambda: "all done" in said())
         assert f'ext-ask: {{"answer": {version}}}' in said()
         assert not [r for r in viewer.requests if r["method"] == "_acme/ask"]
+
+
+async def test_a_v2_client_over_streamable_http_gets_the_agents_extension_messages() -> None:
+    async with (
+        running_hub([scripted_agent("scripted", 2)]) as hub,
+        http_acp(hub.http_acp, 2) as owner,
+    ):
+        created = await owner.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        sid = created["sessionId"]
+        owner.open_stream(sid)
+        await owner.wait_for(lambda: owner.statuses.get(sid) == 200)
+        await owner.call(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": TURN}]}
+        )
+        # The notification reaches the client on the session's stream, unchanged but for the
+        # session id ...
+        await owner.wait_for(
+            lambda: any(n["method"] == "_acme/progress" for n in owner.notifications)
+        )
+        (note,) = [n for n in owner.notifications if n["method"] == "_acme/progress"]
+        assert note["params"] == {"sessionId": sid, "pct": 50}
+        # ... and the request reaches the prompter, whose answer (a POST) reaches the agent.
+        await owner.wait_for(lambda: any(r["method"] == "_acme/ask" for r in owner.requests))
+        (asked,) = [r for r in owner.requests if r["method"] == "_acme/ask"]
+        assert asked["params"] == {"sessionId": sid, "q": "which size?"}
+        await owner.answer(asked["id"], {"answer": "over http"}, sid)
+
+        def said() -> str:
+            return "".join(
+                str(u["update"].get("content", {}).get("text"))
+                for u in owner.session_updates(sid)
+                if u["update"].get("sessionUpdate") == "agent_message_chunk"
+            )
+
+        await owner.wait_for(lambda: "all done" in said())
+        assert 'ext-ask: {"answer": "over http"}' in said()
+
+
+async def test_an_agent_request_goes_to_the_lease_holder_when_the_prompter_has_left() -> None:
+    async with (
+        running_hub([scripted_agent("scripted", 2)]) as hub,
+        acp_client(hub.url) as owner,
+        acp_client(hub.url, role="driver") as holder,
+    ):
+        sid = await owner.new_session()
+        await holder.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+        await holder.call("_hub/lease/request", {"sessionId": sid})
+        # The owner's turn waits on a permission; the owner leaves before the agent asks its
+        # extension request, so the request goes to the lease holder instead.
+        script = f"permission\next-ask _acme/ask {ASK}\nsay after"
+        await owner.start(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": script}]}
+        )
+
+        def permission(client: AcpClient) -> list[dict[str, Any]]:
+            return [r for r in client.requests if r["method"] == "session/request_permission"]
+
+        await holder.wait_for(lambda: bool(permission(holder)))
+        await owner.call("session/detach", {"sessionId": sid})
+        await holder.answer(
+            permission(holder)[0]["id"], {"outcome": {"outcome": "selected", "optionId": "allow"}}
+        )
+        await holder.wait_for(lambda: any(r["method"] == "_acme/ask" for r in holder.requests))
+        (asked,) = [r for r in holder.requests if r["method"] == "_acme/ask"]
+        assert asked["params"] == {"sessionId": sid, "q": "which size?"}
+        await holder.answer(asked["id"], {"answer": "from the holder"})
+
+        def said() -> str:
+            return "".join(
+                str(p["update"].get("content", {}).get("text"))
+                for p in holder.session_updates(sid)
+                if p["update"].get("sessionUpdate") == "agent_message_chunk"
+            )
+
+        await holder.wait_for(lambda: "after" in said())
+        assert 'ext-ask: {"answer": "from the holder"}' in said()
+        assert not [r for r in owner.requests if r["method"] == "_acme/ask"]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_an_agents_notification_of_any_unknown_method_reaches_the_sessions_clients(
+    version: int,
+) -> None:
+    async with (
+        running_hub([scripted_agent("scripted", 2)]) as hub,
+        acp_client(hub.url, version) as owner,
+        acp_client(hub.url, version, role="viewer") as viewer,
+    ):
+        sid = await owner.new_session()
+        await viewer.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+        # ACP's and JSON-RPC's own methods are not passed on; a method the hub does not know is,
+        # `_`-prefixed or not. Sent in this order, so the last one arriving means the others
+        # would have arrived before it.
+        script = "\n".join(
+            [
+                'ext-notify session/cancel {"n": 1}',
+                'ext-notify $/progress {"n": 2}',
+                'ext-notify session/request_permission {"n": 3}',
+                'ext-notify acme/status {"n": 4}',
+                'ext-notify _acme/progress {"n": 5}',
+            ]
+        )
+        await owner.prompt(sid, script)
+        for client in (owner, viewer):
+
+            def arrived(c: AcpClient = client) -> bool:
+                return any(n["method"] == "_acme/progress" for n in c.notifications)
+
+            await client.wait_for(arrived)
+            passed = [
+                (n["method"], n["params"])
+                for n in client.notifications
+                if n["method"] != "session/update" and not n["method"].startswith("_hub")
+            ]
+            assert passed == [
+                ("acme/status", {"sessionId": sid, "n": 4}),
+                ("_acme/progress", {"sessionId": sid, "n": 5}),
+            ]

@@ -142,7 +142,22 @@ async function main() {
     });
 
     await cell("$/cancel_request", async () => {
-      if (version === 2) return "n/a";
+      if (version === 2) {
+        // A v2 prompt is answered once accepted: the request in flight is an extension
+        // request the agent holds until it is withdrawn, and says so both times.
+        const abort = new AbortController();
+        const held = ctx.request("_acme/wait", { sessionId: sid }, { cancellationSignal: abort.signal });
+        await until(seen, () => texts(seen).includes("held _acme/wait"));
+        abort.abort();
+        let code = null;
+        try {
+          await held;
+        } catch (error) {
+          code = error?.code;
+        }
+        await until(seen, () => texts(seen).includes("withdrawn _acme/wait"));
+        return check(code === -32800, `the held request settled with ${code}`);
+      }
       const started = texts(seen).split("started").length;
       const busy = ctx.request("session/prompt", { sessionId: sid, prompt: blocks(SLOW) });
       const abort = new AbortController();

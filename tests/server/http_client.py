@@ -75,6 +75,8 @@ class HttpAcp:
     events: list[SseEvent] = field(default_factory=list)
     updates: list[dict[str, Any]] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+    """Notifications other than ``session/update``, whole."""
     closes: list[Any] = field(default_factory=list)
     statuses: dict[str | None, int] = field(default_factory=dict)
     finished: list[str | None] = field(default_factory=list)
@@ -157,6 +159,8 @@ class HttpAcp:
             self.requests.append(message)
         elif message.get("method") == "session/update":
             self.updates.append(message["params"])
+        elif "method" in message:
+            self.notifications.append(message)
         elif "method" not in message:
             self._responses[message.get("id")] = message
 

@@ -92,6 +92,10 @@ async def test_the_demo_session_exports_as_the_golden_markdown_and_as_jsonl_that
     assert head["complete"] is True
     assert [seq for seq, _ in events] == list(range(1, len(events) + 1))
     assert SessionState().apply_all(u for _, u in events).snapshot() == live
+    # The prompt and the permission decision carry the hub's times, in order.
+    times = re.findall(r" at (\d{4}-\d\d-\d\dT[\d:.]+Z)$", md, re.MULTILINE)
+    assert len(times) == 2
+    assert times == sorted(times)
     md = normalized(md, sid, tmp_path)
     if os.environ.get("ACP_HUB_UPDATE_GOLDEN"):
         GOLDEN.write_text(md)
@@ -120,3 +124,51 @@ async def test_a_viewer_may_export_a_session_outside_its_scope_is_not_found() ->
                     await viewer.call("_hub/export", {"sessionId": sid, **bad})
                 assert info.value.code == -32602
     assert orjson.loads(text.splitlines()[0])["acpHubExport"] == 1
+
+
+async def export_pages(client: AcpClient, sid: str, fmt: str) -> list[str]:
+    """Every page's ``data`` of one export, in order."""
+    pages: list[str] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"sessionId": sid, "format": fmt}
+        if cursor is not None:
+            params["cursor"] = cursor
+        page = await client.call("_hub/export", params)
+        pages.append(page["data"])
+        cursor = page["nextCursor"]
+        if cursor is None:
+            return pages
+
+
+async def test_a_large_session_exports_in_bounded_pages_that_join_to_the_whole_log(
+    tmp_path: Path,
+) -> None:
+    bound = 8192
+    chunks = 12_000
+    settings = Settings(replay_page_bytes=bound)
+    async with running_hub([scripted_agent()], settings) as hub, acp_client(hub.url) as owner:
+        sid = await owner.new_session(cwd=str(tmp_path))
+        await owner.prompt(sid, f"stream {chunks} 16")
+        await owner.wait_for(lambda: owner.idle_count(sid) >= 1)
+        assert hub.app.registry is not None
+        session = hub.app.registry.get(sid)
+        last_seq = session.log.last_seq
+        assert last_seq > chunks
+        pages = await export_pages(owner, sid, "jsonl")
+        live = session.state.snapshot()
+        md_pages = await export_pages(owner, sid, "md")
+    # Every page stays under the bound, and there are as many as the bound makes necessary.
+    for page in (*pages, *md_pages):
+        assert len(page.encode()) <= bound
+    text = "".join(pages)
+    assert len(pages) >= len(text.encode()) // bound
+    assert len(md_pages) > 1
+    # Together the pages are the whole log: every seq once, in order, folding to the state.
+    head, events = read_jsonl(text.splitlines())
+    assert head["complete"] is True
+    assert head["session"]["lastSeq"] == last_seq
+    assert [seq for seq, _ in events] == list(range(1, last_seq + 1))
+    assert SessionState().apply_all(u for _, u in events).snapshot() == live
+    streamed = "".join(f"{i:06d}" + "." * 9 + "\n" for i in range(chunks))
+    assert streamed.strip() in "".join(md_pages)

@@ -12,13 +12,17 @@ from typing import Any
 import anyio
 import pytest
 
+from hub.agents.spec import AgentSpec
 from hub.protocol.state import SessionState
 from hub.store.export import read_jsonl
 from tests.credentials import owner_token, token
+from tests.peers.paths import ts_agent_js
 from tests.server.harness import RpcFailure, acp_client, running_hub, scripted_agent
 from tests.server.test_arbitration import resume
 from tests.server.test_export import export
+from tests.server.test_rules import run_turn
 from tests.server.test_webhooks import permission_turn
+from tests.support import require_binary
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,6 +72,38 @@ async def test_an_export_imports_as_a_read_only_archive_that_replays_the_same() 
         assert head["session"]["id"] == archive
         assert head["session"]["agent"] == "archive:scripted"
         assert [u for _, u in events_again[: len(events)]] == [u for _, u in events]
+
+
+async def test_a_third_party_agents_session_round_trips_through_export_and_import(
+    tmp_path: Path,
+) -> None:
+    # The TypeScript SDK's example agent (v1): its tool calls, its permission request answered
+    # by a person, its messages; exported, imported, and replayed, the archive folds the same.
+    node = require_binary("node")
+    agent = AgentSpec(name="ts", command=node, args=(str(ts_agent_js()),))
+    async with running_hub([agent]) as hub, acp_client(hub.url, name="alice") as alice:
+        sid = await alice.new_session(cwd=str(tmp_path))
+        assert await run_turn(alice, sid, "change the configuration", ["allow"]) == [
+            "Modifying critical configuration file"
+        ]
+        assert hub.app.registry is not None
+        live = hub.app.registry.get(sid).state
+        assert live.snapshot()["permissions"]  # the decision is part of what round-trips
+        text, _ = await export(alice, sid, "jsonl")
+        head, events = read_jsonl(text.splitlines())
+        assert head["session"]["agent"] == "ts"
+        assert conversation(SessionState().apply_all(u for _, u in events)) == conversation(live)
+
+        archive = (await alice.call("_hub/import", {"data": text}))["sessionId"]
+        async with acp_client(hub.url) as late:
+            await late.call(
+                "session/resume",
+                {"sessionId": archive, "cwd": "/tmp", "replayFrom": {"type": "start"}},
+            )
+            replayed = late.fold(archive)
+        assert conversation(replayed) == conversation(live)
+        assert replayed.tool_call_ids
+        assert replayed.message_ids
 
 
 async def test_only_owners_of_the_whole_hub_import_and_bad_exports_are_refused() -> None:

@@ -5,6 +5,7 @@ the cwd is never allowed by rule."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,11 @@ from tests.credentials import token
 from tests.peers.paths import ts_agent_js
 from tests.server.harness import AcpClient, RpcFailure, acp_client, running_hub, scripted_agent
 from tests.server.test_arbitration import allow, permission_requests, resume
-from tests.support import require_binary
+from tests.support import ROOT, require_binary
 
 pytestmark = pytest.mark.anyio
 FORBIDDEN = -32040
+HOSTILE = ROOT / "tests" / "agents" / "hostile_agent.py"
 
 
 def hub_updates(client: AcpClient, sid: str, variant: str) -> list[dict[str, Any]]:
@@ -217,3 +219,71 @@ async def test_rules_answer_a_third_party_agents_request_and_never_allow_outside
             if u.get("status") == "resolved" and u.get("by")
         ]
         assert [r["by"]["rule"] for r in records] == [rule["ruleId"]]
+
+
+async def test_a_request_without_the_rules_option_kind_goes_to_people(tmp_path: Path) -> None:
+    # `hostile-options` offers an `allow_always` and an `allow_once` and nothing that says no:
+    # a reject rule has no option to pick, so a person is asked; an allow rule answers it.
+    hostile = AgentSpec(
+        name="hostile", command=sys.executable, args=(str(HOSTILE), "--protocol", "2")
+    )
+    async with running_hub([hostile]) as hub, acp_client(hub.url, name="alice") as alice:
+        sid = await alice.new_session(cwd=str(tmp_path))
+        await alice.call(
+            "_hub/rules/add", {"sessionId": sid, "match": {"kind": "edit"}, "answer": "reject"}
+        )
+        asked = await run_turn(alice, sid, "hostile-options", ["c"])
+        assert asked == ["Edit config.toml"]
+        assert reports(alice, sid) == ["permission: selected c"]
+        assert not [u for u in hub_updates(alice, sid, "_hub_permission") if u.get("by")]
+
+        allowing = await alice.call(
+            "_hub/rules/add", {"sessionId": sid, "match": {"kind": "edit"}, "answer": "allow"}
+        )
+        before = len(permission_requests(alice))
+        await alice.prompt(sid, "hostile-options")
+        await alice.wait_for(lambda: alice.idle_count(sid) >= 2)
+        assert len(permission_requests(alice)) == before  # nobody was asked this time
+        # The reject rule comes first but has no option here: the allow rule answers, with the
+        # request's `allow_once`.
+        assert reports(alice, sid)[-1] == "permission: selected c"
+        (decided,) = [u for u in hub_updates(alice, sid, "_hub_permission") if u.get("by")]
+        assert decided["by"]["rule"] == allowing["ruleId"]
+
+
+async def test_the_audit_trail_records_rules_and_their_answers(tmp_path: Path) -> None:
+    async with running_hub([scripted_agent()]) as hub, acp_client(hub.url, name="alice") as alice:
+        sid = await alice.new_session(cwd=str(tmp_path))
+        added = await alice.call(
+            "_hub/rules/add", {"sessionId": sid, "match": {"kind": "edit"}, "answer": "allow"}
+        )
+        rule_id = added["ruleId"]
+        assert await run_turn(alice, sid, "permission-edit src/a.py", []) == []
+        await alice.call("_hub/rules/remove", {"sessionId": sid, "ruleId": rule_id})
+        assert await run_turn(alice, sid, "permission-edit src/b.py", ["reject"]) == [
+            "Allow: Edit src/b.py?"
+        ]
+        entries = (await alice.call("_hub/audit/list", {"limit": 500}))["entries"]
+        trail = [e for e in reversed(entries) if e.get("sessionId") == sid]
+        events = [e["event"] for e in trail]
+        assert [e for e in events if e != "session_created"] == [
+            "rule_added",
+            "permission_decided",
+            "rule_removed",
+            "permission_decided",
+        ]
+        added_entry, by_rule, removed, by_person = [
+            e for e in trail if e["event"] != "session_created"
+        ]
+        assert added_entry["rule"]["ruleId"] == rule_id
+        assert added_entry["rule"]["match"] == {"kind": "edit"}
+        assert added_entry["rule"]["answer"] == "allow"
+        assert added_entry["principal"] == "test-owner"
+        assert by_rule["rule"] == rule_id
+        assert by_rule["outcome"] == {"outcome": "selected", "optionId": "allow"}
+        assert by_rule["principal"] is None
+        assert removed["ruleId"] == rule_id
+        assert removed["principal"] == "test-owner"
+        assert by_person["rule"] is None
+        assert by_person["principal"] == "test-owner"
+        assert by_person["outcome"] == {"outcome": "selected", "optionId": "reject"}

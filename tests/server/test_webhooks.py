@@ -47,6 +47,15 @@ async def counted(hub: HubHandle, predicate: Callable[[], bool]) -> None:
             await hub.app.webhooks.progress()
 
 
+def said(client: AcpClient, sid: str) -> str:
+    """What the agent said in ``sid``, as ``client`` received it."""
+    return "".join(
+        str(p["update"]["content"].get("text"))
+        for p in client.session_updates(sid)
+        if p["update"].get("sessionUpdate") == "agent_message_chunk"
+    )
+
+
 async def permission_turn(client: AcpClient, sid: str) -> None:
     """A turn in which the agent asks for a permission, answered ``allow``."""
     prompt = await client.start(
@@ -147,19 +156,39 @@ async def test_a_5xx_is_retried_a_4xx_is_not() -> None:
 
 
 async def test_a_hung_receiver_delays_nothing_else() -> None:
-    async with webhook_receiver(hung=["hang"] * 10) as receiver:
+    async with webhook_receiver(hung=["hang"] * 10, held=["hang"]) as receiver:
         hung: dict[str, Any] = {"name": "hung", "url": receiver.url("/hung")}
         hung |= {"events": ["turn_ended"], "queue": 2, "timeout": 600}
         fine = {"name": "fine", "url": receiver.url("/fine"), "events": ["turn_ended"]}
+        held = {"name": "held", "url": receiver.url("/held"), "events": ["permission_waiting"]}
         async with (
-            running_hub([scripted_agent()], hooked(hung, fine)) as hub,
+            running_hub([scripted_agent()], hooked(hung, fine, held | {"timeout": 600})) as hub,
             acp_client(hub.url) as driver,
             acp_client(hub.url) as watcher,
         ):
             sid = await driver.new_session()
             await watcher.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
-            await driver.prompt(sid, "say one")
-            # The hung receiver holds the first delivery and answers nothing ...
+            prompt = await driver.start(
+                "session/prompt",
+                {
+                    "sessionId": sid,
+                    "prompt": [{"type": "text", "text": "permission Edit main.py\nsay one"}],
+                },
+            )
+            # The held receiver takes the permission's notice and answers nothing ...
+            await receiver.wait_for(lambda: len(receiver.at("/held")) == 1)
+            assert watcher.idle_count(sid) == 0
+            await driver.wait_for(lambda: bool(permission_requests(driver)))
+            await driver.answer(permission_requests(driver)[-1]["id"], allow("allow"))
+            await driver.result(prompt)
+            # ... while the rest of the turn, and its end, still reach both clients: the
+            # delivery is still open (nothing answers it before `release`).
+            await driver.wait_for(lambda: driver.idle_count(sid) == 1)
+            await watcher.wait_for(lambda: watcher.idle_count(sid) == 1)
+            assert said(driver, sid) == said(watcher, sid) == "permission: selected allowone"
+            assert not receiver.released.is_set()
+            assert len(receiver.at("/held")) == 1
+            # The hung receiver holds the first turn's end and answers nothing ...
             await receiver.wait_for(lambda: len(receiver.at("/hung")) == 1)
             # ... while every turn still runs and reaches both clients, and the other webhook
             # gets each one; the hung one's queue (2) overflows and says so.
@@ -173,6 +202,7 @@ async def test_a_hung_receiver_delays_nothing_else() -> None:
             receiver.release()
             await counted(hub, lambda: count(hub, "hung", "delivered") == 3)
             assert len(receiver.at("/hung")) == 3
+            await counted(hub, lambda: count(hub, "held", "delivered") == 1)
 
 
 def test_webhooks_are_checked_at_start() -> None:

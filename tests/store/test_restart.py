@@ -243,3 +243,42 @@ async def test_a_session_the_agent_cannot_take_back_is_lost(tmp_path: Path) -> N
         assert failure.value.code == SESSION_LOST
         assert await hub.interrupt() == 0
         assert "Traceback" not in hub.log()
+
+
+async def test_session_rules_come_back_and_answer(tmp_path: Path, store_url: str) -> None:
+    agent = resumable_agent(tmp_path)
+    cwd = tmp_path / "project"
+    cwd.mkdir()
+    rule = {"match": {"kind": "edit", "path": "src/**"}, "answer": "allow"}
+    async with hub_process(tmp_path, store_url, agent, hub=NODE) as hub:
+        async with acp_client(hub.url) as client:
+            session_id = await client.new_session(cwd=str(cwd))
+            added = await client.call("_hub/rules/add", {"sessionId": session_id, **rule})
+        assert await hub.interrupt() == 0
+    async with (
+        hub_process(tmp_path, store_url, agent, hub=NODE) as hub,
+        acp_client(hub.url) as client,
+    ):
+        listed = await client.call("_hub/rules/list", {"sessionId": session_id})
+        assert [(r["ruleId"], r["match"], r["answer"]) for r in listed["rules"]] == [
+            (added["ruleId"], rule["match"], "allow")
+        ]
+        await client.call("session/resume", {"sessionId": session_id, "cwd": "/"})
+        await client.prompt(session_id, "permission-edit src/main.py")
+        await client.wait_for(lambda: client.idle_count(session_id) == 1)
+        assert not client.requests  # nobody was asked: the stored rule answered
+        decided = [
+            p["update"]
+            for p in client.session_updates(session_id)
+            if p["update"].get("sessionUpdate") == "_hub_permission"
+            and p["update"].get("status") == "resolved"
+        ]
+        assert [d["by"]["rule"] for d in decided] == [added["ruleId"]]
+        said = [
+            p["update"]["content"]["text"]
+            for p in client.session_updates(session_id)
+            if p["update"].get("sessionUpdate") == "agent_message_chunk"
+        ]
+        assert said == ["permission: selected allow"]
+        assert await hub.interrupt() == 0
+        assert "Traceback" not in hub.log()
