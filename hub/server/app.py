@@ -42,6 +42,7 @@ from hub.agents.spec import AgentSpec
 from hub.agents.supervisor import Supervisor
 from hub.server import transport
 from hub.server.caps import ConnectionCaps, Ticket
+from hub.server.close_codes import GOING_AWAY, POLICY, UNSUPPORTED_DATA
 from hub.server.connection import ClientConnection
 from hub.server.expiry import Expiries
 from hub.server.logs import client_context
@@ -60,11 +61,6 @@ from hub.store.links import StoredLinks
 log = logging.getLogger("hub.server")
 
 RAW_SEND = "acp_hub.raw_send"
-
-GOING_AWAY = 1001
-POLICY_VIOLATION = 1008
-UNSUPPORTED_DATA = 1003
-INTERNAL_ERROR = 1011
 
 
 class RawSendMiddleware:
@@ -460,7 +456,7 @@ async def _deny(scope: Scope, receive: Receive, send: Send, refusal: Refusal) ->
         if getattr(protocol, "handshake_complete", None) is False:
             protocol.handshake_complete = True  # type: ignore[union-attr]
     else:
-        await websocket.close(code=POLICY_VIOLATION, reason=refusal.code)
+        await websocket.close(code=POLICY, reason=refusal.code)
 
 
 def client_address(scope: Scope) -> str:

@@ -60,6 +60,7 @@ from hub.mistakes import MistakeLog
 from hub.protocol.errors import RATE_LIMITED, hub_error
 from hub.protocol.jsonrpc import is_request_id
 from hub.server.caps import ConnectionCaps, Ticket
+from hub.server.close_codes import GOING_AWAY, NORMAL
 from hub.server.connection import ClientConnection
 from hub.server.forward import RELAYED_HEADER, NodeGone, NodeSilent, forward, relay_timeouts
 from hub.server.placement import Place, Placements, node_url
@@ -87,8 +88,6 @@ FIRST_GET_TIMEOUT = 30.0
 kept for ``IDLE_TIMEOUT`` (initializing costs a client one POST; the hub holds it longer)."""
 INBOX_FRAMES = 64
 """Messages a connection takes ahead of handling them before its POSTs wait."""
-NORMAL_CLOSE = 1000
-GOING_AWAY = 1001
 
 # Requests that name an existing session and are answered on its stream (the RFD's list, as
 # the SDKs send them with `Acp-Session-Id`).
@@ -572,7 +571,7 @@ class StreamableHttp:
             http.conn.close(GOING_AWAY, "initialize did not complete")
             return json_error(503, "initialize did not complete")
         if b'"error":' in frame and orjson.loads(frame).get("error") is not None:
-            http.conn.close(NORMAL_CLOSE, "initialize failed")
+            http.conn.close(NORMAL, "initialize failed")
         elif self.placements is not None:
             url = node_url(settings, scope)
             if url is not None:
@@ -601,7 +600,7 @@ class StreamableHttp:
         found = self._connection(request, admission)
         if isinstance(found, Response):
             return found
-        found.conn.close(NORMAL_CLOSE, "the client ended the connection")
+        found.conn.close(NORMAL, "the client ended the connection")
         response = Response(status_code=202)
         if request.cookies.get(COOKIE) == found.connection_id:
             clear_cookie(response, request)

@@ -31,7 +31,8 @@ import anyio
 import anyio.abc
 import orjson
 
-from hub.server.outbox import SLOW_CONSUMER, Outbox
+from hub.server.close_codes import SLOW_CONSUMER
+from hub.server.outbox import Outbox
 from hub.server.sse import SseWriter
 from hub.settings import Settings
 

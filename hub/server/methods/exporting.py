@@ -27,22 +27,18 @@ from __future__ import annotations
 
 import secrets
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from hub.protocol.compact import compact
 from hub.protocol.errors import FORBIDDEN, hub_error, invalid_params
+from hub.server.methods.caller import Caller
 from hub.sessions.errors import SessionFailure
 from hub.sessions.session import Session
 from hub.store.export import FORMATS, ExportError, header, jsonl_lines, markdown, read_jsonl
 
-if TYPE_CHECKING:
-    from hub.server.connection import ClientConnection
-
-_rendered: weakref.WeakKeyDictionary[ClientConnection, tuple[str, str]] = (
-    weakref.WeakKeyDictionary()
-)
+_rendered: weakref.WeakKeyDictionary[Caller, tuple[str, str]] = weakref.WeakKeyDictionary()
 """The Markdown export each connection is paging through: (its cursor token, its text)."""
 
 
@@ -99,7 +95,7 @@ def _jsonl_page(session: Session, cursor: Any, limit: int) -> dict[str, Any]:
     return {"data": b"".join(page).decode(), "nextCursor": None}
 
 
-def _md_page(conn: ClientConnection, session: Session, cursor: Any, limit: int) -> dict[str, Any]:
+def _md_page(conn: Caller, session: Session, cursor: Any, limit: int) -> dict[str, Any]:
     if cursor is None:
         text = markdown(session_header(session, complete=True), session.state)
         token = secrets.token_hex(8)
@@ -122,7 +118,7 @@ def _md_page(conn: ClientConnection, session: Session, cursor: Any, limit: int) 
     return {"data": text[offset:end], "nextCursor": f"m:{token}:{end}"}
 
 
-def hub_export(conn: ClientConnection, params: dict[str, Any]) -> dict[str, Any]:
+def hub_export(conn: Caller, params: dict[str, Any]) -> dict[str, Any]:
     """``_hub/export {sessionId, format, cursor?}`` -> ``{sessionId, format, data,
     nextCursor}``; see the module docstring."""
     session = conn.registry.get(params.get("sessionId"))
@@ -139,7 +135,7 @@ def hub_export(conn: ClientConnection, params: dict[str, Any]) -> dict[str, Any]
     return {"sessionId": session.id, "format": fmt, **page}
 
 
-async def hub_import(conn: ClientConnection, params: dict[str, Any]) -> dict[str, Any]:
+async def hub_import(conn: Caller, params: dict[str, Any]) -> dict[str, Any]:
     """``_hub/import {data}`` -> ``{sessionId}``: ``data`` (a JSONL export, as text) as a new
     archived session; see the module docstring."""
     if conn.access.sessions is not None or conn.access.link_id is not None:
