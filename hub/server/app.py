@@ -1,5 +1,5 @@
 """The Starlette application: ``/acp`` (WebSocket, and Streamable HTTP through
-``hub.server.streamable``), the web UI, health and readiness.
+``hub.server.streamable_http``), the web UI, health and readiness.
 
 ``create_app`` builds the app from settings and agent definitions. Its lifespan starts the
 agent supervisor and the session registry; ``HubApp.close_connections`` closes every client
@@ -41,13 +41,15 @@ from hub.agents.agent import RestartPolicy
 from hub.agents.spec import AgentSpec
 from hub.agents.supervisor import Supervisor
 from hub.server import transport
-from hub.server.caps import ConnectionCaps, Ticket
+from hub.server.admission import ConnectionCaps, Ticket
 from hub.server.close_codes import GOING_AWAY, POLICY, UNSUPPORTED_DATA
 from hub.server.connection import ClientConnection
 from hub.server.expiry import Expiries
 from hub.server.logs import client_context
 from hub.server.metrics import HubMetrics
-from hub.server.streamable import HttpConnection, StreamableHttp, base_url_of
+from hub.server.streamable_http.connection import HttpConnection
+from hub.server.streamable_http.endpoint import StreamableHttp
+from hub.server.streamable_http.wire import base_url_of
 from hub.server.transport import AsgiFrameWriter
 from hub.server.web import web_routes
 from hub.server.webhooks import Webhooks, parse_webhooks

@@ -45,7 +45,7 @@ __all__ = ["ConnectionOutbox", "Outbox"]
 
 class ConnectionOutbox(Protocol):
     """What a connection needs from its outbox (``Outbox`` is one, the Streamable HTTP
-    ``StreamRouter`` another; see ``Outbox`` for the contract of each call)."""
+    ``StreamOutbox`` another; see ``Outbox`` for the contract of each call)."""
 
     @property
     def closed(self) -> bool: ...
