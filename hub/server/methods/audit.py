@@ -10,8 +10,6 @@ from hub.sessions.errors import SessionFailure
 from hub.store.audit import StoredAudit
 
 AUDIT_PAGE = 100
-
-
 AUDIT_PAGE_MAX = 500
 
 

@@ -26,12 +26,8 @@ from hub.sessions.errors import SessionFailure
 from hub.settings import ROLES
 
 MAX_LINK_SECONDS = 30 * 86400.0
-
-
 LINK_ID = re.compile(r"l-[0-9a-f]{16}")
 """The form of the ids ``Gate.create_link`` mints."""
-
-
 STORE_WAIT = 10.0
 """Seconds ``_hub/share/create`` and ``_hub/share/revoke`` wait for the store."""
 

@@ -25,16 +25,11 @@ __all__ = ["FIRST_GET_TIMEOUT", "IDLE_TIMEOUT", "INBOX_FRAMES", "HttpConnection"
 
 log = logging.getLogger("hub.server")
 
-
 IDLE_TIMEOUT = 300.0
 """Seconds an HTTP connection lives with no GET reading it and no POST."""
-
-
 FIRST_GET_TIMEOUT = 30.0
 """Seconds a new HTTP connection has to open its first stream: one that never reads is not
 kept for ``IDLE_TIMEOUT`` (initializing costs a client one POST; the hub holds it longer)."""
-
-
 INBOX_FRAMES = 64
 """Messages a connection takes ahead of handling them before its POSTs wait."""
 

@@ -48,8 +48,6 @@ from hub.store import SharedStore, Store
 __all__ = ["SESSION_SCOPED", "HubLike", "StreamableHttp"]
 
 log = logging.getLogger("hub.server")
-
-
 _mistake = MistakeLog(log, "http")
 """The mistakes of HTTP requests that name no connection yet (one line each, rate-limited)."""
 

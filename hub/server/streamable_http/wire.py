@@ -14,14 +14,8 @@ from starlette.types import Receive, Scope
 from hub.server.forward import RELAYED_HEADER
 
 CONNECTION_HEADER = "acp-connection-id"
-
-
 SESSION_HEADER = "acp-session-id"
-
-
 COOKIE = "acp-connection"
-
-
 COOKIE_MAX_AGE = 86_400
 """Seconds the ``acp-connection`` cookie lives after the last answer that set it (the
 ``initialize`` answer, then every ``202`` to a POST that carried it)."""
