@@ -22,8 +22,6 @@
 import { CLOSE, RETRY_CODES } from './close-codes.js';
 import { pageToken, refusal, tokenProtocols } from './token.js';
 
-export { RETRY_CODES };
-
 /**
  * @typedef {{code: number, message: string, data?: unknown}} RpcErrorObject
  * @typedef {{state: 'connecting' | 'open' | 'ready' | 'waiting' | 'closed', code?: number,
