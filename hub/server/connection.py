@@ -20,7 +20,7 @@ agent (new, prompt, config, close) runs in the connection's task group, where
 
 The transport is the outbox's (``hub.server.outbox.ConnectionOutbox``); the method handlers
 (``hub.server.methods``) see the connection as a ``Caller``. Batches, the role checks, the v1
-config rendering and the close codes are ``hub.server.framing``, ``roles``,
+config rendering and the close codes are ``hub.server.batches``, ``roles``,
 ``config_rendering`` and ``close_codes``; docs/internals.md has the whole layout.
 """
 
@@ -54,8 +54,8 @@ from hub.protocol.errors import (
 from hub.protocol.idmap import IdMap
 from hub.protocol.jsonrpc import RequestId
 from hub.server import close_codes, roles, watch
+from hub.server.batches import dispatch_batch
 from hub.server.config_rendering import config_result
-from hub.server.framing import dispatch_batch
 from hub.server.methods import ASYNC_METHODS, SYNC_METHODS, AsyncHandler, SyncHandler
 from hub.server.methods.caller import failure_answer
 from hub.server.methods.extensions import extension_handler
