@@ -58,7 +58,8 @@ from hub.access.tokens import parse_duration
 from hub.agents.errors import AgentError
 from hub.agents.spec import AgentSpec, ConfigError, load_config, parse_agent_arg
 from hub.server import logs
-from hub.server.app import GOING_AWAY, HubApp, create_app
+from hub.server.app import HubApp, create_app
+from hub.server.close_codes import GOING_AWAY
 from hub.server.proxies import uvicorn_proxy_options
 from hub.server.wsprotocol import FairWebSocketProtocol
 from hub.sessions.workspace import resolve_roots

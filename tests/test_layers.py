@@ -193,3 +193,56 @@ def test_importing_a_lower_layer_loads_no_server_library(package: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def import_cycles(package: str) -> list[list[str]]:
+    """The import cycles among the modules of ``package``, read statically (imports under
+    ``TYPE_CHECKING`` and inside functions count): each as the modules around it."""
+    root = HUB.parent / package.replace(".", "/")
+    graph: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        module = module_name(path)
+        edges = set()
+        for imported in imports_of(path, module):
+            target = imported
+            while not is_module(target) and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target.startswith(package + ".") and target != module:
+                edges.add(target)
+        graph[module] = edges
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            cycles.append(path[path.index(module) :])
+            return
+        if module in done:
+            return
+        for target in sorted(graph.get(module, ())):
+            visit(target, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    return cycles
+
+
+def test_the_server_has_no_import_cycle() -> None:
+    """The server's parts depend on narrow protocols (``hub.server.methods.caller.Caller``,
+    ``hub.server.watch.Subscriber``, ``hub.server.metrics.MeasuredHub``), not on the classes
+    that own them: no cycle, not even under ``TYPE_CHECKING``."""
+    assert import_cycles("hub.server") == []
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "hub" / "probe"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from hub.probe.b import B\n")
+    (package / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from hub.probe import a\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "HUB", tmp_path / "hub")
+    assert import_cycles("hub.probe") == [["hub.probe.a", "hub.probe.b"]]

@@ -1,5 +1,5 @@
 """The Starlette application: ``/acp`` (WebSocket, and Streamable HTTP through
-``hub.server.streamable``), the web UI, health and readiness.
+``hub.server.streamable_http``), the web UI, health and readiness.
 
 ``create_app`` builds the app from settings and agent definitions. Its lifespan starts the
 agent supervisor and the session registry; ``HubApp.close_connections`` closes every client
@@ -41,12 +41,15 @@ from hub.agents.agent import RestartPolicy
 from hub.agents.spec import AgentSpec
 from hub.agents.supervisor import Supervisor
 from hub.server import transport
-from hub.server.caps import ConnectionCaps, Ticket
+from hub.server.admission import ConnectionCaps, Ticket
+from hub.server.close_codes import GOING_AWAY, POLICY, UNSUPPORTED_DATA
 from hub.server.connection import ClientConnection
 from hub.server.expiry import Expiries
 from hub.server.logs import client_context
 from hub.server.metrics import HubMetrics
-from hub.server.streamable import HttpConnection, StreamableHttp, base_url_of
+from hub.server.streamable_http.connection import HttpConnection
+from hub.server.streamable_http.endpoint import StreamableHttp
+from hub.server.streamable_http.wire import base_url_of
 from hub.server.transport import AsgiFrameWriter
 from hub.server.web import web_routes
 from hub.server.webhooks import Webhooks, parse_webhooks
@@ -60,11 +63,6 @@ from hub.store.links import StoredLinks
 log = logging.getLogger("hub.server")
 
 RAW_SEND = "acp_hub.raw_send"
-
-GOING_AWAY = 1001
-POLICY_VIOLATION = 1008
-UNSUPPORTED_DATA = 1003
-INTERNAL_ERROR = 1011
 
 
 class RawSendMiddleware:
@@ -460,7 +458,7 @@ async def _deny(scope: Scope, receive: Receive, send: Send, refusal: Refusal) ->
         if getattr(protocol, "handshake_complete", None) is False:
             protocol.handshake_complete = True  # type: ignore[union-attr]
     else:
-        await websocket.close(code=POLICY_VIOLATION, reason=refusal.code)
+        await websocket.close(code=POLICY, reason=refusal.code)
 
 
 def client_address(scope: Scope) -> str:

@@ -18,19 +18,10 @@ agent (new, prompt, config, close) runs in the connection's task group, where
 ``$/cancel_request`` can cancel it. Responses from the client answer the hub's own requests
 (permission copies, elicitations) through an ``IdMap``.
 
-The transport is the outbox's business: a WebSocket connection gets an ``Outbox`` over its
-socket's ``FrameWriter``; a Streamable HTTP connection (``hub.server.streamable``) passes its
-own ``ConnectionOutbox``, which routes each frame to the SSE stream it belongs on, each stream
-being an ``Outbox`` of its own. Everything else (roles, limits, arbitration) is the same.
-
-The method handlers live in ``hub.server.methods``; they use this class's public API
-(``identify``, ``attach``, ``attached_session``, ``detach_session``, ``forget_session``,
-``config_result``) and the session's, never private state.
-
-Past 600 lines on purpose: the ``ClientHandle`` the sessions see, the lifecycle above and the
-dispatch with its per-connection limits (role checks, requests in progress, the request rate)
-all read and change the one state of the connection; the outbox and the method table, which
-need none of it, are already elsewhere.
+The transport is the outbox's (``hub.server.outbox.ConnectionOutbox``); the method handlers
+(``hub.server.methods``) see the connection as a ``Caller``. Batches, the role checks, the v1
+config rendering and the close codes are ``hub.server.batches``, ``roles``,
+``config_rendering`` and ``close_codes``; docs/internals.md has the whole layout.
 """
 
 from __future__ import annotations
@@ -38,9 +29,9 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -50,33 +41,27 @@ from hub.access.gate import Gate
 from hub.access.principal import Principal
 from hub.mistakes import MistakeLog
 from hub.protocol import jsonrpc
-from hub.protocol.config_options import config_options_v2_to_v1, modes_from_config_options
 from hub.protocol.errors import (
     NOT_ATTACHED,
-    RATE_LIMITED,
-    STALE_ANSWER,
-    UNSUPPORTED,
-    PeerError,
     RpcError,
     RpcFailure,
-    TranslationError,
-    forbidden,
-    forbidden_scope,
     hub_error,
-    internal_error,
     invalid_params,
     invalid_request,
     method_not_found,
     request_cancelled,
-    resource_not_found,
 )
 from hub.protocol.idmap import IdMap
 from hub.protocol.jsonrpc import RequestId
-from hub.server import watch
-from hub.server.extensions import extension_handler
+from hub.server import close_codes, roles, watch
+from hub.server.batches import dispatch_batch
+from hub.server.config_rendering import config_result
 from hub.server.methods import ASYNC_METHODS, SYNC_METHODS, AsyncHandler, SyncHandler
-from hub.server.outbox import Outbox
+from hub.server.methods.caller import failure_answer
+from hub.server.methods.extensions import extension_handler
+from hub.server.outbox import ConnectionOutbox, Outbox
 from hub.server.ratelimit import TokenBucket
+from hub.server.ratelimit import too_many as _too_many
 from hub.server.transport import FrameWriter
 from hub.sessions import arbiter
 from hub.sessions.client import ReplyHandler
@@ -84,7 +69,7 @@ from hub.sessions.errors import SessionFailure
 from hub.sessions.mirror import FORWARDED_METHODS, MirrorSession
 from hub.sessions.registry import SessionRegistry
 from hub.sessions.session import Replay, Session
-from hub.settings import Role, Settings, role_rank
+from hub.settings import Role, Settings
 
 log = logging.getLogger("hub.server")
 
@@ -92,42 +77,10 @@ REMOTE_ATTACH = frozenset({"session/resume", "session/load", "session/attach"})
 """Attaching methods that may name a session another hub node owns (several nodes)."""
 
 
-class ConnectionOutbox(Protocol):
-    """What the connection needs from its outbox (``hub.server.outbox.Outbox`` is one; see
-    there for the contract of each call)."""
-
-    @property
-    def closed(self) -> bool: ...
-
-    @property
-    def close_code(self) -> int | None: ...
-
-    @property
-    def queued_bytes(self) -> int: ...
-
-    def push(self, frame: bytes) -> bool: ...
-
-    def push_pages(self, pages: Iterable[bytes]) -> bool: ...
-
-    def close(self, code: int, reason: str) -> None: ...
-
-    def finish(self) -> None: ...
-
-    async def run(self) -> None: ...
-
-
-POLICY_CLOSE = 1008
-"""The close code of a connection whose credential no longer admits it."""
-
-
 class ConnectionState(Enum):
     NEW = "new"
     READY = "ready"
     CLOSED = "closed"
-
-
-POLICY_VIOLATION = 1008
-"""The close code of a connection that broke a rule of the hub (no ``initialize`` in time)."""
 
 
 class ClientConnection:
@@ -151,14 +104,11 @@ class ClientConnection:
         base_url: str | None = None,
     ) -> None:
         self.registry = registry
+        # Every request naming a session outside the credential's reach is answered as if
+        # that session did not exist.
         self.access = access or Principal(sub=principal, name=principal, role=role, agents=None)
-        """The credential's principal: the role ceiling and which sessions and agents it may
-        reach (``hub.access.principal``). Every request naming a session outside it is
-        answered as if that session did not exist."""
         self.gate = gate
-        """The hub's access gate (share links), ``None`` in tests of other layers."""
         self.base_url = base_url
-        """``http(s)://host`` as this client reached the hub (share links' address)."""
         self._leave_reason = "disconnected"
         self.transport = transport
         """The transport the client came over (the ``transport`` label of the metrics)."""
@@ -203,8 +153,6 @@ class ClientConnection:
 
     @property
     def program(self) -> str:
-        """The client program's own name (``initialize``'s ``info``/``clientInfo``), a detail
-        beside ``name``, the person's; empty when it gave none."""
         return self._program
 
     @property
@@ -212,8 +160,7 @@ class ClientConnection:
         return self._role
 
     @property
-    def granted_role(self) -> Role:
-        """The role the connection's credential grants (``role`` may be less, as asked)."""
+    def granted_role(self) -> Role:  # ``role`` may be less, as asked
         return self._granted_role
 
     @property
@@ -312,7 +259,7 @@ class ClientConnection:
             await anyio.sleep(timeout)
             if self.state is ConnectionState.NEW:
                 self.mistake("no initialize within %.0f s, closing 1008", timeout)
-                self.close(POLICY_VIOLATION, "no initialize in time")
+                self.close(close_codes.POLICY, "no initialize in time")
 
     async def _run_outbox(self, scope: anyio.CancelScope) -> None:
         await self._outbox.run()
@@ -357,26 +304,7 @@ class ClientConnection:
         self._outbox.push(frame)
 
     def _handle_batch(self, batch: jsonrpc.Batch) -> None:
-        replies: list[jsonrpc.Response | jsonrpc.ErrorResponse | jsonrpc.Invalid] = []
-        waiting = [
-            sum(1 for e in batch.entries if isinstance(e, jsonrpc.Request | jsonrpc.Invalid))
-        ]
-
-        def collect(frame: bytes) -> None:
-            entry = jsonrpc.parse(frame)
-            if isinstance(entry, jsonrpc.Response | jsonrpc.ErrorResponse | jsonrpc.Invalid):
-                replies.append(entry)
-            waiting[0] -= 1
-            if waiting[0] == 0:
-                out = jsonrpc.batch_reply(replies)
-                if out is not None:
-                    self._outbox.push(out)
-
-        for entry in batch.entries:
-            if isinstance(entry, jsonrpc.Invalid):
-                collect(jsonrpc.encode(entry))
-            else:
-                self._dispatch(entry, collect)
+        dispatch_batch(batch, self._dispatch, self._reply)
 
     def _dispatch(self, entry: jsonrpc.Message, reply: Callable[[bytes], None]) -> None:
         if isinstance(entry, jsonrpc.Response | jsonrpc.ErrorResponse):
@@ -403,15 +331,9 @@ class ClientConnection:
 
     def _refuse_answer(self, request_id: Any) -> None:
         """An answer that matches no request of the hub's still in play: tell the client that
-        it did not count (a role below approver is named as such; else it was stale)."""
-        roles = [s.role_of(self) for s in self.sessions.values()]
-        have = max(roles, key=role_rank) if roles else self._role
-        if not arbiter.allows(have, arbiter.ANSWER_ROLE):
-            error = forbidden(arbiter.ANSWER_ROLE, have, "answering a request of the hub")
-        else:
-            error = hub_error(
-                STALE_ANSWER, "The request was already resolved or withdrawn", {"id": request_id}
-            )
+        it did not count (``roles.answer_refusal`` says why)."""
+        held = [s.role_of(self) for s in self.sessions.values()]
+        error = roles.answer_refusal(held, self._role, request_id)
         self.notify("_hub/answer_refused", {"requestId": request_id, "error": error.to_dict()})
 
     def role_for(self, params: dict[str, Any]) -> Role:
@@ -425,13 +347,13 @@ class ClientConnection:
         """The credential that admitted this client was revoked: close with 1008, and the
         sessions it leaves show ``revoked`` as the reason in presence."""
         self._leave_reason = "revoked"
-        self.close(POLICY_CLOSE, reason)
+        self.close(close_codes.POLICY, reason)
 
     def expire(self) -> None:
         """The credential that admitted this client expired (``hub.server.expiry``): close
         with 1008, reason ``expired``; the sessions it leaves show ``expired`` in presence."""
         self._leave_reason = "expired"
-        self.close(POLICY_CLOSE, "expired")
+        self.close(close_codes.POLICY, "expired")
 
     def take_request(self, what: str) -> RpcError | None:
         """Count one request against ``request_rate``: ``None``, or the refusal of ``what``
@@ -443,21 +365,9 @@ class ClientConnection:
         return _too_many("request_rate", retry_after=wait)
 
     def _check_role(self, method: str, params: dict[str, Any]) -> RpcError | None:
-        """The refusal of ``method``: ``-32002`` when it names a session outside the
-        credential's ``sessions`` (as if it did not exist), ``-32040`` when the caller's role
-        is below the one ``hub.sessions.arbiter.METHOD_ROLES`` names or the credential's
-        scope is too narrow for it (``arbiter.scope_refusal``); else ``None``."""
-        session_id = params.get("sessionId")
-        if isinstance(session_id, str) and not self.access.may_see(session_id):
-            return resource_not_found(f"no session {session_id!r}")
-        lacking = arbiter.scope_refusal(
-            method, whole_hub=self.access.whole_hub, link=self.access.link_id is not None
-        )
-        if lacking is not None:
-            return forbidden_scope(method, *lacking)
-        needed = arbiter.required_role(method)
-        have = self.role_for(params)
-        return None if arbiter.allows(have, needed) else forbidden(needed, have, method)
+        """The refusal of ``method`` for this client's credential and role (``roles.refusal``),
+        or ``None``."""
+        return roles.refusal(self.access, method, params, self.role_for(params))
 
     def _notification(self, method: str, params: dict[str, Any]) -> None:
         if self.state is not ConnectionState.READY:
@@ -593,17 +503,7 @@ class ClientConnection:
         """The error answering a request whose handler raised ``exc`` (call it from the
         ``except`` block). The peer's faults and refusals get one log line; anything else is
         our bug: ``-32603``, logged with its traceback (see ``hub.protocol.errors``)."""
-        if isinstance(exc, RpcFailure):
-            return exc.error
-        if isinstance(exc, PeerError):
-            self.mistake("invalid params: %s", exc)
-            return invalid_params(str(exc))
-        if isinstance(exc, TranslationError):
-            # Well-formed, but the other side's protocol version cannot express it.
-            self.mistake("unsupported: %s", exc)
-            return hub_error(UNSUPPORTED, f"Unsupported: {exc}")
-        log.exception("! %s: internal error", self.connection_id)  # a bug of ours
-        return internal_error()
+        return failure_answer(exc, self.mistake, self.connection_id)
 
     def _run_sync(self, request_id: Any, handler: SyncHandler, params: dict[str, Any]) -> bytes:
         try:
@@ -660,16 +560,6 @@ class ClientConnection:
             )
         return session
 
-    def config_result(self, options: list[Any]) -> dict[str, Any]:
-        """The config options as this client's version shows them (v1: with the modes)."""
-        if self._version >= 2:
-            return {"configOptions": options}
-        result: dict[str, Any] = {"configOptions": config_options_v2_to_v1(options)}
-        modes = modes_from_config_options(options)
-        if modes is not None:
-            result["modes"] = modes
-        return result
-
     def attach(
         self,
         session: Session,
@@ -696,7 +586,7 @@ class ClientConnection:
         )
         self._announce.append(session)
         result: dict[str, Any] = {"sessionId": session.id}
-        result.update(self.config_result(session.config_options))
+        result.update(config_result(self._version, session.config_options))
         result["_meta"] = {"acp-hub": {**cursor, "agent": session.agent_name}}
         return result
 
@@ -714,13 +604,3 @@ class ClientConnection:
     def forget_session(self, session: Session) -> None:
         """``session`` was closed: this client no longer counts as attached to it."""
         self.sessions.pop(session.id, None)
-
-
-def _too_many(limit: str, *, retry_after: float | None = None) -> RpcError:
-    """``-32044`` for a request over a per-connection limit (``data.limit`` names it; a rate
-    refusal says after how many seconds one request will be accepted again)."""
-    data: dict[str, Any] = {"limit": limit}
-    if retry_after is not None:
-        data["retryAfter"] = round(retry_after, 3)
-        return hub_error(RATE_LIMITED, "Too many requests: slow down", data)
-    return hub_error(RATE_LIMITED, "Too many requests in progress: wait for answers", data)

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import hmac
 from collections import Counter as Tally
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Iterator
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
@@ -32,12 +32,54 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from hub import __version__
+from hub.agents.supervisor import Supervisor
 from hub.sessions.metrics import SessionMetrics
+from hub.sessions.registry import SessionRegistry
+from hub.settings import Role, Settings
+from hub.store import Store
 
-if TYPE_CHECKING:
-    from hub.server.app import HubApp
+__all__ = ["HubMetrics", "MeasuredHub", "close_code_label"]
 
-__all__ = ["HubMetrics", "close_code_label"]
+
+class MeasuredOutbox(Protocol):
+    @property
+    def queued_bytes(self) -> int: ...
+
+
+class MeasuredConnection(Protocol):
+    """What the metrics read of one client connection."""
+
+    @property
+    def transport(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def role(self) -> Role: ...
+
+    @property
+    def outbox(self) -> MeasuredOutbox: ...
+
+
+class MeasuredHub(Protocol):
+    """What the metrics read of the running hub (``hub.server.app.HubApp`` is one), at
+    scrape time."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def connections(self) -> Collection[MeasuredConnection]: ...
+
+    @property
+    def registry(self) -> SessionRegistry | None: ...
+
+    @property
+    def supervisor(self) -> Supervisor | None: ...
+
+    @property
+    def store(self) -> Store: ...
 
 
 def close_code_label(code: int | None) -> str:
@@ -55,7 +97,7 @@ def close_code_label(code: int | None) -> str:
 class HubMetrics:
     """The metrics of one hub (see the module docstring); ``render`` is the scrape."""
 
-    def __init__(self, hub: HubApp) -> None:
+    def __init__(self, hub: MeasuredHub) -> None:
         self.hub = hub
         self.registry = CollectorRegistry()
         self.sessions = SessionMetrics(self.registry)
@@ -113,7 +155,7 @@ class HubMetrics:
 class _StateCollector(Collector):
     """The hub's states, read from its objects at scrape time."""
 
-    def __init__(self, hub: HubApp) -> None:
+    def __init__(self, hub: MeasuredHub) -> None:
         self.hub = hub
 
     def describe(self) -> Iterator[Metric]:

@@ -30,16 +30,41 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Iterable, Iterator
+from typing import Protocol
 
 import anyio
 import anyio.lowlevel
 
+from hub.server.close_codes import KEEPALIVE_TIMEOUT, SLOW_CONSUMER
 from hub.server.transport import FrameWriter, PeerGone
 
 log = logging.getLogger("hub.server")
 
-SLOW_CONSUMER = 1013
-KEEPALIVE_TIMEOUT = 1011
+__all__ = ["ConnectionOutbox", "Outbox"]
+
+
+class ConnectionOutbox(Protocol):
+    """What a connection needs from its outbox (``Outbox`` is one, the Streamable HTTP
+    ``StreamOutbox`` another; see ``Outbox`` for the contract of each call)."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def close_code(self) -> int | None: ...
+
+    @property
+    def queued_bytes(self) -> int: ...
+
+    def push(self, frame: bytes) -> bool: ...
+
+    def push_pages(self, pages: Iterable[bytes]) -> bool: ...
+
+    def close(self, code: int, reason: str) -> None: ...
+
+    def finish(self) -> None: ...
+
+    async def run(self) -> None: ...
 
 
 class Outbox:

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A Streamable HTTP connection (``hub.server.streamable``) is process state: its
+A Streamable HTTP connection (``hub.server.streamable_http``) is process state: its
 ``ClientConnection``, its streams and what they keep for ``Last-Event-ID``. With several nodes
 on one Redis, the node that answered its ``initialize`` records a ``Place`` for it in the store
 (``acp-hub:conn:{CID}``): its own name, the address the other nodes reach it at, and the

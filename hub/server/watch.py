@@ -33,18 +33,30 @@ import logging
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 
 from hub.protocol import jsonrpc
-
-if TYPE_CHECKING:
-    from hub.server.connection import ClientConnection
-    from hub.sessions.registry import SessionRegistry
-    from hub.sessions.session import Session
+from hub.sessions.client import FrameSink
+from hub.sessions.registry import SessionRegistry
+from hub.sessions.session import Session
 
 log = logging.getLogger("hub.server")
+
+
+class Subscriber(Protocol):
+    """What the watch needs of a subscribed client (a connection is one)."""
+
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def outbox(self) -> FrameSink: ...
+
 
 ANSWER_LINES: Final = 4
 """Lines of the agent's latest answer a card carries."""
@@ -126,7 +138,7 @@ class SessionWatch:
         """Cards in one answer or notification at most (``list_page_size``)."""
         self.interval = interval
         self.settle = settle
-        self.subscribers: dict[str, ClientConnection] = {}
+        self.subscribers: dict[str, Subscriber] = {}
         self._visible: dict[str, Callable[[str], bool]] = {}
         self._seen: dict[str, tuple[int, int]] = {}
         self._wake = anyio.Event()
@@ -138,7 +150,7 @@ class SessionWatch:
 
     def subscribe(
         self,
-        client: ClientConnection,
+        client: Subscriber,
         visible: Callable[[str], bool] | None = None,
         *,
         after: str | None = None,
@@ -171,7 +183,7 @@ class SessionWatch:
             self.registry.spawn(self._run, "session watch")
         return cards, more
 
-    def unsubscribe(self, client: ClientConnection) -> None:
+    def unsubscribe(self, client: Subscriber) -> None:
         self.subscribers.pop(client.client_id, None)
         self._visible.pop(client.client_id, None)
 
@@ -238,7 +250,7 @@ def _notifications(
 _watches: weakref.WeakKeyDictionary[SessionRegistry, SessionWatch] = weakref.WeakKeyDictionary()
 
 
-def forget(client: ClientConnection) -> None:
+def forget(client: Subscriber) -> None:
     """``client`` closed: it is no longer anyone's subscriber."""
     for session_watch in _watches.values():
         session_watch.unsubscribe(client)
@@ -252,4 +264,4 @@ def watch_of(registry: SessionRegistry) -> SessionWatch:
     return watch
 
 
-__all__ = ["SessionWatch", "answer_tail", "card", "forget", "watch_of"]
+__all__ = ["SessionWatch", "Subscriber", "answer_tail", "card", "forget", "watch_of"]

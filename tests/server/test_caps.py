@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hub.access.principal import Refusal
-from hub.server.caps import ConnectionCaps
+from hub.server.admission import ConnectionCaps
 
 
 def refusal(caps: ConnectionCaps, address: str, principal: str | None) -> Refusal:

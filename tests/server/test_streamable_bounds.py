@@ -20,9 +20,9 @@ import orjson
 import pytest
 
 from hub.protocol.errors import RATE_LIMITED
-from hub.server import streams
-from hub.server.streamable import HttpConnection
-from hub.server.streams import StreamOutbox
+from hub.server.streamable_http import router as streams
+from hub.server.streamable_http.connection import HttpConnection
+from hub.server.streamable_http.router import StreamOutbox
 from hub.settings import Settings
 from tests.credentials import token
 from tests.server.harness import HubHandle, RpcFailure, running_hub, scripted_agent

@@ -21,7 +21,7 @@ from acp import connect_to_agent, text_block
 from acp.http.client import create_http_stream
 from acp.ws.client import create_websocket_stream
 
-from hub.server import streamable
+from hub.server.streamable_http import connection as streamable
 from hub.settings import Settings
 from tests.bridge.harness import EditorClient
 from tests.peers import paths

@@ -6,6 +6,7 @@
  */
 
 import { renderAnsi } from './ansi.js';
+import { CLOSE } from './close-codes.js';
 import { el, labelize, token } from './dom.js';
 import { linkTarget, renderMarkdown, safeUrl } from './markdown.js';
 import { optionLabel, revealHidden } from './request.js';
@@ -231,7 +232,7 @@ export function connectionText(status) {
     case 'waiting':
       return status.retryInMs === undefined ? 'reconnecting…' : `reconnecting in ${Math.ceil(status.retryInMs / 1000)} s`;
     case 'closed':
-      return status.code === 1008 ? 'not allowed (check the link or token)' : 'disconnected';
+      return status.code === CLOSE.POLICY ? 'not allowed (check the link or token)' : 'disconnected';
     default:
       return 'connecting…';
   }

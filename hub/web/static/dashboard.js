@@ -15,6 +15,7 @@
  */
 
 import { connectionText } from './blocks.js';
+import { CLOSE } from './close-codes.js';
 import { button, el, errorText, labelize, token } from './dom.js';
 import { identityBadge, renderRefusal } from './access.js';
 import { plainText } from './markdown.js';
@@ -541,7 +542,7 @@ rpc.addEventListener('status', (event) => {
   connection.textContent = connectionText(status);
   connection.className = `conn conn-${status.state}`;
   root.dataset.connection = status.state;
-  if (status.state === 'closed' && (status.refused || status.code === 1008)) {
+  if (status.state === 'closed' && (status.refused || status.code === CLOSE.POLICY)) {
     // The hub refused the page's credential: say why, from the hub's own answer.
     refusal(pageToken()).then((refused) => {
       renderRefusal(root, refused ?? { error: status.refused ?? 'refused', message: String(status.reason || 'Access refused') });

@@ -4,10 +4,11 @@
  *
  * Theory of operation: `start()` opens the socket and runs `handshake(conn)` (initialize,
  * resume...) once it is open; requests made before that are sent as soon as the socket is
- * open. When the socket closes with a code that means "try again" (1001 going away, 1006
- * abnormal, 1011 internal error, 1012 restart, 1013 slow consumer) the connection waits a
- * jittered, exponentially growing delay and opens a new socket, running the handshake again.
- * Any other close code (1000, 1003, 1008 policy, 1009 too big) is final. A socket refused
+ * open. When the socket closes with a code that means "try again" (`RETRY_CODES` of
+ * close-codes.js: going away, abnormal, internal error, restart, slow consumer, and the
+ * client's own resync and failed handshake) the connection waits a jittered, exponentially
+ * growing delay and opens a new socket, running the handshake again. Any other close code
+ * (normal, unsupported data, policy, too big) is final. A socket refused
  * before it opened (the hub answers a bad credential with HTTP 401/403, which a browser only
  * sees as 1006) is final too when `/auth/whoami` confirms the refusal: the status then says
  * `refused` with the hub's reason (`expired`, `revoked`, ...).
@@ -18,10 +19,8 @@
  * to `onNotification`.
  */
 
+import { CLOSE, RETRY_CODES } from './close-codes.js';
 import { pageToken, refusal, tokenProtocols } from './token.js';
-
-/** Close codes after which a reconnect is attempted. */
-export const RETRY_CODES = new Set([1001, 1006, 1011, 1012, 1013]);
 
 /**
  * @typedef {{code: number, message: string, data?: unknown}} RpcErrorObject
@@ -86,12 +85,12 @@ export class RpcConnection extends EventTarget {
     this.stopped = true;
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
-    this.socket?.close(1000, 'bye');
+    this.socket?.close(CLOSE.NORMAL, 'bye');
   }
 
   /** Drop the current socket and reconnect now (used when the stream looks inconsistent). */
   restart() {
-    if (this.socket) this.socket.close(4000, 'resync');
+    if (this.socket) this.socket.close(CLOSE.RESYNC, 'resync');
   }
 
   /** Skip the remaining backoff delay (the browser says it is back online). */
@@ -126,7 +125,7 @@ export class RpcConnection extends EventTarget {
         },
         (error) => {
           console.warn('acp-hub: handshake failed', error);
-          if (this.socket === socket) socket.close(4001, 'handshake failed');
+          if (this.socket === socket) socket.close(CLOSE.HANDSHAKE_FAILED, 'handshake failed');
         },
       );
     });
@@ -154,7 +153,7 @@ export class RpcConnection extends EventTarget {
       }
       this.pending.clear();
       this.handlers.onClose?.();
-      if (!opened && event.code === 1006 && !this.stopped) {
+      if (!opened && event.code === CLOSE.ABNORMAL && !this.stopped) {
         this.checkRefusal(event);
         return;
       }
@@ -173,7 +172,7 @@ export class RpcConnection extends EventTarget {
       if (this.stopped || this.socket) return;
       if (refused) {
         this.stopped = true;
-        this.setStatus({ state: 'closed', code: 1008, reason: refused.message, refused: refused.error });
+        this.setStatus({ state: 'closed', code: CLOSE.POLICY, reason: refused.message, refused: refused.error });
         return;
       }
       this.afterClose(event);
@@ -182,8 +181,7 @@ export class RpcConnection extends EventTarget {
 
   /** @param {CloseEvent | {code: number, reason: string}} event */
   afterClose(event) {
-    // 4000/4001 are our own "resync" closes: always retry those.
-    const retry = RETRY_CODES.has(event.code) || event.code === 4000 || event.code === 4001;
+    const retry = RETRY_CODES.has(event.code);
     if (this.stopped || !retry) {
       this.setStatus({ state: 'closed', code: event.code, reason: event.reason });
       return;

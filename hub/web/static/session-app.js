@@ -13,6 +13,7 @@
  * `_hub_reset` update clears the model; the snapshot that follows rebuilds it.
  */
 
+import { CLOSE } from './close-codes.js';
 import { SessionModel } from './fold.js';
 import { ShareDialog, identityBadge, renderRefusal } from './access.js';
 import { DownloadMenu } from './download.js';
@@ -306,7 +307,7 @@ export function mountSession(root, options = {}) {
   connection.addEventListener('status', (event) => {
     const status = /** @type {CustomEvent} */ (event).detail;
     view.setConnection(status);
-    if (status.state === 'closed' && (status.refused || status.code === 1008)) {
+    if (status.state === 'closed' && (status.refused || status.code === CLOSE.POLICY)) {
       // The hub refused the credential or withdrew it (a revoked link): say which, from the
       // hub's own answer, instead of a dead session.
       refusal(pageToken()).then((refused) => {

@@ -28,22 +28,18 @@ from __future__ import annotations
 
 import secrets
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from hub.protocol.compact import compact
 from hub.protocol.errors import FORBIDDEN, hub_error, invalid_params
+from hub.server.methods.caller import Caller
 from hub.sessions.errors import SessionFailure
 from hub.sessions.session import Session
 from hub.store.export import FORMATS, ExportError, header, jsonl_lines, markdown, read_jsonl
 
-if TYPE_CHECKING:
-    from hub.server.connection import ClientConnection
-
-_rendered: weakref.WeakKeyDictionary[ClientConnection, tuple[str, bytes]] = (
-    weakref.WeakKeyDictionary()
-)
+_rendered: weakref.WeakKeyDictionary[Caller, tuple[str, bytes]] = weakref.WeakKeyDictionary()
 """The Markdown export each connection is paging through: (its cursor token, its UTF-8
 text; pages and cursors count bytes, cut between characters)."""
 
@@ -101,7 +97,7 @@ def _jsonl_page(session: Session, cursor: Any, limit: int) -> dict[str, Any]:
     return {"data": b"".join(page).decode(), "nextCursor": None}
 
 
-def _md_page(conn: ClientConnection, session: Session, cursor: Any, limit: int) -> dict[str, Any]:
+def _md_page(conn: Caller, session: Session, cursor: Any, limit: int) -> dict[str, Any]:
     if cursor is None:
         text = markdown(session_header(session, complete=True), session.state).encode()
         token = secrets.token_hex(8)
@@ -128,7 +124,7 @@ def _md_page(conn: ClientConnection, session: Session, cursor: Any, limit: int) 
     return {"data": text[offset:end].decode(), "nextCursor": f"m:{token}:{end}"}
 
 
-def hub_export(conn: ClientConnection, params: dict[str, Any]) -> dict[str, Any]:
+def hub_export(conn: Caller, params: dict[str, Any]) -> dict[str, Any]:
     """``_hub/export {sessionId, format, cursor?}`` -> ``{sessionId, format, data,
     nextCursor}``; see the module docstring."""
     session = conn.registry.get(params.get("sessionId"))
@@ -145,7 +141,7 @@ def hub_export(conn: ClientConnection, params: dict[str, Any]) -> dict[str, Any]
     return {"sessionId": session.id, "format": fmt, **page}
 
 
-async def hub_import(conn: ClientConnection, params: dict[str, Any]) -> dict[str, Any]:
+async def hub_import(conn: Caller, params: dict[str, Any]) -> dict[str, Any]:
     """``_hub/import {data}`` -> ``{sessionId}``: ``data`` (a JSONL export, as text) as a new
     archived session; see the module docstring."""
     if conn.access.sessions is not None or conn.access.link_id is not None:

@@ -1,56 +1,16 @@
-"""The Streamable HTTP profile of ``/acp`` (the ACP transport RFD): POST, GET (SSE), DELETE.
-
-Theory of operation
--------------------
-An HTTP client is a ``ClientConnection`` like a WebSocket client: the same method table, roles,
-limits and arbitration. Only its outbox differs. ``StreamOutbox`` (``hub.server.streams``)
-satisfies the connection's ``ConnectionOutbox`` and routes every frame to the stream it belongs
-on, each stream being an ``Outbox`` (byte-bounded, slow consumers closed) over an ``SseWriter``
-(``hub.server.sse``):
-
-* the connection's stream (a GET with ``Acp-Connection-Id`` alone) carries the answers to
-  connection-level requests (``session/new``, ``session/load``, ``session/resume``,
-  ``session/list``...) and notifications that name no session;
-* a session's stream (a GET with ``Acp-Session-Id`` too) carries that session's updates, the
-  hub's requests about it (permission requests, elicitations) and their withdrawals, and the
-  answers to the session-scoped requests (``session/prompt``, ``session/cancel``,
-  ``session/set_mode``, ``session/set_config_option``, ``session/close``).
-
-A frame for a stream that no GET reads yet waits in that stream's outbox (a client opens a
-session's stream once it learnt the session's id from the answer on the connection's stream).
-The answer to ``initialize`` is the one that does not travel on a stream: it is the POST's
-``200`` body, with the ``Acp-Connection-Id`` header (and an ``acp-connection`` cookie, which the
-hub honours in place of the header, except on ``initialize``: one without the header always
-starts a new connection, whatever cookie it carries). Every other POST is answered ``202`` once
-the connection took the message; one the connection could not route (an id JSON-RPC does not
-allow, a second ``initialize``, too many requests unanswered) is answered ``4xx`` at once with
-a JSON-RPC error body. ``DELETE`` closes the connection; it and a ``404`` for the connection
-the cookie names clear the cookie.
-
-With several nodes on one Redis, the node that answered ``initialize`` records where the
-connection lives (``hub.server.placement``), and a request for it that reaches another node is
-relayed to it (``hub.server.forward``) once that node admitted the credential and found it is
-the connection's principal's; ``docs/design/http-cluster.md`` has the design.
-
-The connection's message loop (``ClientConnection.run``) runs in the hub's task group and
-reads what POSTs hand it through a bounded channel, so a client that posts faster than the hub
-handles waits on its POSTs. A connection with no GET open and no POST for ``IDLE_TIMEOUT``
-seconds is closed (its sessions go on; it resumes them on a new connection), and so is one that
-opened no stream within ``FIRST_GET_TIMEOUT`` seconds of its ``initialize``.
-"""
+"""The ASGI endpoint of the Streamable HTTP profile: ``POST``, ``GET`` (SSE) and ``DELETE``
+on ``/acp``; the package docstring (``hub.server.streamable_http``) has the theory of
+operation."""
 
 from __future__ import annotations
 
 import logging
 import math
-import secrets
-from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 import anyio
 import anyio.abc
 import orjson
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
@@ -60,36 +20,38 @@ from hub.access.principal import Principal, Refusal
 from hub.mistakes import MistakeLog
 from hub.protocol.errors import RATE_LIMITED, hub_error
 from hub.protocol.jsonrpc import is_request_id
-from hub.server.caps import ConnectionCaps, Ticket
+from hub.server.admission import ConnectionCaps, Ticket
+from hub.server.close_codes import GOING_AWAY, NORMAL
 from hub.server.connection import ClientConnection
 from hub.server.forward import RELAYED_HEADER, NodeGone, NodeSilent, forward, relay_timeouts
 from hub.server.placement import Place, Placements, node_url
-from hub.server.sse import SseWriter, cursor_of
-from hub.server.streams import StreamOutbox
-from hub.sessions.errors import SessionFailure
+from hub.server.streamable_http.connection import HttpConnection, session_for_get
+from hub.server.streamable_http.sse_stream import SseWriter, cursor_of
+from hub.server.streamable_http.wire import (
+    CONNECTION_HEADER,
+    COOKIE,
+    SESSION_HEADER,
+    Posted,
+    base_url_of,
+    clear_cookie,
+    connection_id_of,
+    drain,
+    gone,
+    json_error,
+    read_body,
+    rpc_error,
+    set_cookie,
+)
 from hub.sessions.registry import SessionRegistry
-from hub.settings import Role, Settings
+from hub.settings import Settings
 from hub.store import SharedStore, Store
+
+__all__ = ["SESSION_SCOPED", "HubLike", "StreamableHttp"]
 
 log = logging.getLogger("hub.server")
 _mistake = MistakeLog(log, "http")
 """The mistakes of HTTP requests that name no connection yet (one line each, rate-limited)."""
 
-CONNECTION_HEADER = "acp-connection-id"
-SESSION_HEADER = "acp-session-id"
-COOKIE = "acp-connection"
-COOKIE_MAX_AGE = 86_400
-"""Seconds the ``acp-connection`` cookie lives after the last answer that set it (the
-``initialize`` answer, then every ``202`` to a POST that carried it)."""
-IDLE_TIMEOUT = 300.0
-"""Seconds an HTTP connection lives with no GET reading it and no POST."""
-FIRST_GET_TIMEOUT = 30.0
-"""Seconds a new HTTP connection has to open its first stream: one that never reads is not
-kept for ``IDLE_TIMEOUT`` (initializing costs a client one POST; the hub holds it longer)."""
-INBOX_FRAMES = 64
-"""Messages a connection takes ahead of handling them before its POSTs wait."""
-NORMAL_CLOSE = 1000
-GOING_AWAY = 1001
 
 # Requests that name an existing session and are answered on its stream (the RFD's list, as
 # the SDKs send them with `Acp-Session-Id`).
@@ -102,196 +64,6 @@ SESSION_SCOPED = frozenset(
         "session/close",
     }
 )
-
-
-class HttpConnection:
-    """One Streamable HTTP client: its ``ClientConnection``, outbox and inbound channel."""
-
-    def __init__(
-        self,
-        registry: SessionRegistry,
-        settings: Settings,
-        role: Role,
-        principal: str,
-        *,
-        access: Principal | None = None,
-        gate: Gate | None = None,
-        base_url: str | None = None,
-    ) -> None:
-        connection_id = f"c-{secrets.token_hex(16)}"
-        self.outbox = StreamOutbox(settings, connection_id)
-        self.conn: ClientConnection = ClientConnection(
-            registry,
-            outbox=self.outbox,
-            settings=settings,
-            role=role,
-            principal=principal,
-            connection_id=connection_id,
-            access=access,
-            gate=gate,
-            base_url=base_url,
-        )
-        self.outbox.attached = self.conn.sessions.__contains__
-        self.inbox: MemoryObjectSendStream[str]
-        self._inbound: MemoryObjectReceiveStream[str]
-        self.inbox, self._inbound = anyio.create_memory_object_stream[str](INBOX_FRAMES)
-        self.last_activity = anyio.current_time()
-        self.open_gets = 0
-        self.ever_read = False
-        self.ended = anyio.Event()
-
-    @property
-    def connection_id(self) -> str:
-        return self.conn.connection_id
-
-    async def _receive_text(self) -> str | None:
-        try:
-            return await self._inbound.receive()
-        except anyio.EndOfStream:
-            return None
-
-    async def run(self) -> None:
-        """The connection's message loop, and its idle watch."""
-        try:
-            async with anyio.create_task_group() as tg:
-
-                async def watch_idle() -> None:
-                    with anyio.move_on_after(FIRST_GET_TIMEOUT):
-                        while not self.ever_read:  # noqa: ASYNC110 - checked rarely, no event
-                            await anyio.sleep(FIRST_GET_TIMEOUT / 10)
-                    if not self.ever_read:
-                        log.info("= %s: no stream opened, closing", self.connection_id)
-                        self.conn.close(GOING_AWAY, "no stream was opened")
-                        return
-                    while True:
-                        await anyio.sleep(IDLE_TIMEOUT / 4)
-                        idle = anyio.current_time() - self.last_activity
-                        if self.open_gets == 0 and idle > IDLE_TIMEOUT:
-                            log.info("= %s: idle, closing", self.connection_id)
-                            self.conn.close(GOING_AWAY, "idle: no stream open and no request")
-                            return
-
-                tg.start_soon(watch_idle)
-                await self.conn.run(self._receive_text)
-                tg.cancel_scope.cancel()
-        finally:
-            self.inbox.close()
-            self._inbound.close()
-            self.ended.set()
-
-    async def post(self, text: str) -> None:
-        self.last_activity = anyio.current_time()
-        await self.inbox.send(text)
-
-
-async def session_for_get(registry: SessionRegistry, session_id: str, access: Principal) -> bool:
-    """Whether a session stream may be opened for ``session_id``: the credential's
-    ``sessions`` cover it and the hub has it. On one node of several that may be a session
-    another node owns, which this node follows from now on (as ``session/resume`` would: the
-    client opens the stream before it resumes). The store's errors propagate."""
-    if not access.may_see(session_id):
-        return False
-    if registry.find(session_id) is not None:
-        return True
-    if not registry.is_remote(session_id):
-        return False
-    try:
-        await registry.load_remote(session_id)
-    except SessionFailure:
-        return False
-    return True
-
-
-def base_url_of(scope: Scope) -> str | None:
-    """``http(s)://host`` as the client reached the hub (its ``Host`` passed the host check
-    before any route ran), for the links the hub hands out."""
-    for key, value in scope.get("headers", ()):
-        if key == b"host":
-            secure = scope.get("scheme") in ("https", "wss")
-            return f"{'https' if secure else 'http'}://{bytes(value).decode('latin-1')}"
-    return None
-
-
-def json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    """A plain HTTP error with a JSON body ``{"error": message}`` (no JSON-RPC message)."""
-    return Response(
-        orjson.dumps({"error": message}),
-        status_code=status,
-        media_type="application/json",
-        headers=headers,
-    )
-
-
-def connection_id_of(request: Request | Scope) -> str | None:
-    """``Acp-Connection-Id``, else the ``acp-connection`` cookie."""
-    req = request if isinstance(request, Request) else Request(request)
-    return req.headers.get(CONNECTION_HEADER) or req.cookies.get(COOKIE)
-
-
-def came_over_https(request: Request) -> bool:
-    """Whether the client reached the hub over https: uvicorn takes ``X-Forwarded-Proto``
-    only from the proxies ``trusted_proxies`` names; a request another node relayed carries the
-    scheme that node saw. (A client that claims https without it only makes its own cookie
-    ``Secure``: the claim can add the flag, never take it away.)"""
-    if request.url.scheme == "https":
-        return True
-    relayed = RELAYED_HEADER.decode() in request.headers
-    return relayed and request.headers.get("x-forwarded-proto") == "https"
-
-
-def set_cookie(response: Response, request: Request, connection_id: str) -> None:
-    """Name the connection in the ``acp-connection`` cookie: ``HttpOnly``, ``SameSite=Strict``
-    (never sent across sites), ``Max-Age`` ``COOKIE_MAX_AGE``, ``Secure`` over https."""
-    response.set_cookie(
-        COOKIE,
-        connection_id,
-        max_age=COOKIE_MAX_AGE,
-        path="/acp",
-        secure=came_over_https(request),
-        httponly=True,
-        samesite="strict",
-    )
-
-
-def gone(request: Request, connection_id: str | None, message: str) -> Response:
-    """``404`` for a connection that is unknown, closed or another principal's; the cookie is
-    cleared when it names that connection (a cookie jar would present it for ever)."""
-    response = json_error(404, message)
-    if connection_id is not None and request.cookies.get(COOKIE) == connection_id:
-        clear_cookie(response, request)
-    return response
-
-
-def clear_cookie(response: Response, request: Request) -> None:
-    """Expire the ``acp-connection`` cookie."""
-    response.delete_cookie(
-        COOKIE,
-        path="/acp",
-        secure=came_over_https(request),
-        httponly=True,
-        samesite="strict",
-    )
-
-
-async def drain(receive: Receive) -> None:
-    """Wait until the client of a streaming response disconnects."""
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return
-
-
-@dataclass(frozen=True, slots=True)
-class Posted:
-    """A POST's body and the JSON-RPC message it holds (an object, its id valid)."""
-
-    body: bytes
-    message: dict[str, Any]
-
-    @property
-    def initialize(self) -> bool:
-        """Whether it is an ``initialize`` request."""
-        return self.message.get("method") == "initialize" and "id" in self.message
 
 
 class HubLike(Protocol):
@@ -451,17 +223,17 @@ class StreamableHttp:
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
             return json_error(415, "Content-Type must be application/json")
-        body = await _read_body(request, self.hub.settings.max_frame_bytes)
+        body = await read_body(request, self.hub.settings.max_frame_bytes)
         if isinstance(body, Response):
             return body
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            return _rpc_error(400, -32700, "Parse error", str(exc))
+            return rpc_error(400, -32700, "Parse error", str(exc))
         if isinstance(message, list):
             return json_error(501, "batch requests are not supported over HTTP")
         if not isinstance(message, dict):
-            return _rpc_error(400, -32600, "Invalid request", "a JSON-RPC message is an object")
+            return rpc_error(400, -32600, "Invalid request", "a JSON-RPC message is an object")
         if "id" in message and not is_request_id(message["id"]):
             # Nothing could route its answer: refused before any connection sees it, though it
             # counts against the request rate of the connection it names.
@@ -469,7 +241,7 @@ class StreamableHttp:
             over = self._over_rate(request, admission, "a message with an invalid id")
             if over is not None:
                 return over
-            return _rpc_error(400, -32600, "Invalid request", "id must be a string or an integer")
+            return rpc_error(400, -32600, "Invalid request", "id must be a string or an integer")
         return Posted(bytes(body), message)
 
     def _over_rate(self, request: Request, admission: Admission, what: str) -> Response | None:
@@ -501,7 +273,7 @@ class StreamableHttp:
         if posted.initialize:
             http.conn.mistake("initialize on a connection, refused")
             data = "already initialized: POST initialize without Acp-Connection-Id to start anew"
-            return _rpc_error(400, -32600, "Invalid request", data, request_id)
+            return rpc_error(400, -32600, "Invalid request", data, request_id)
         session_id = request.headers.get(SESSION_HEADER)
         params = message.get("params")
         named = params.get("sessionId") if isinstance(params, dict) else None
@@ -594,7 +366,7 @@ class StreamableHttp:
             http.conn.close(GOING_AWAY, "initialize did not complete")
             return json_error(503, "initialize did not complete")
         if b'"error":' in frame and orjson.loads(frame).get("error") is not None:
-            http.conn.close(NORMAL_CLOSE, "initialize failed")
+            http.conn.close(NORMAL, "initialize failed")
         elif self.placements is not None:
             url = node_url(settings, scope)
             if url is not None:
@@ -623,7 +395,7 @@ class StreamableHttp:
         found = self._connection(request, admission)
         if isinstance(found, Response):
             return found
-        found.conn.close(NORMAL_CLOSE, "the client ended the connection")
+        found.conn.close(NORMAL, "the client ended the connection")
         response = Response(status_code=202)
         if request.cookies.get(COOKIE) == found.connection_id:
             clear_cookie(response, request)
@@ -727,19 +499,3 @@ class StreamableHttp:
                 if not detached.is_set():
                     await writer.keepalive()
             tg.cancel_scope.cancel()
-
-
-async def _read_body(request: Request, limit: int) -> bytearray | Response:
-    """The request's body, or ``413`` once it passes ``limit`` bytes (the rest is not read)."""
-    body = bytearray()
-    async for chunk in request.stream():
-        body.extend(chunk)
-        if len(body) > limit:
-            return json_error(413, f"a message may not exceed {limit} bytes")
-    return body
-
-
-def _rpc_error(status: int, code: int, message: str, data: Any, request_id: Any = None) -> Response:
-    error = {"code": code, "message": message, "data": data}
-    body = {"jsonrpc": "2.0", "id": request_id, "error": error}
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")

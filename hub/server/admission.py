@@ -1,4 +1,5 @@
-"""Connection caps: how many clients the hub holds in total, per remote address, per principal.
+"""Admission by numbers: the connection caps, how many clients the hub holds in total, per
+remote address, per principal.
 
 ``ConnectionCaps.admit`` returns a ``Ticket`` (the connection counts until the ticket is
 released) or raises ``Refusal`` naming the cap that was hit (its ``code``) with the HTTP status

@@ -15,16 +15,13 @@ proxy (``hub.sessions.extensions``, ``docs/protocol.md``):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from hub.protocol.errors import FORBIDDEN, forbidden, hub_error, method_not_found
+from hub.server.methods.caller import AsyncHandler, Caller, Result
 from hub.sessions import arbiter
 from hub.sessions.errors import SessionFailure
 from hub.sessions.extensions import extension_role, is_extension_method
-
-if TYPE_CHECKING:
-    from hub.server.connection import ClientConnection
-    from hub.server.methods import AsyncHandler, Result
 
 __all__ = ["extension_handler"]
 
@@ -34,7 +31,7 @@ def extension_handler(method: str) -> AsyncHandler | None:
     if not is_extension_method(method):
         return None
 
-    async def handler(conn: ClientConnection, params: dict[str, Any]) -> Result:
+    async def handler(conn: Caller, params: dict[str, Any]) -> Result:
         session_id = params.get("sessionId")
         if session_id is None:
             return cast("Result", await _without_session(conn, method, params))
@@ -44,7 +41,7 @@ def extension_handler(method: str) -> AsyncHandler | None:
     return handler
 
 
-async def _without_session(conn: ClientConnection, method: str, params: dict[str, Any]) -> Any:
+async def _without_session(conn: Caller, method: str, params: dict[str, Any]) -> Any:
     configured = conn.registry.settings.extension_roles
     supervisor = conn.registry.supervisor
     name = supervisor.default_name

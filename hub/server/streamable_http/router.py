@@ -1,9 +1,10 @@
 """The streams of one Streamable HTTP connection: ``StreamOutbox`` routes each frame the
-connection sends to the SSE stream it belongs on (``hub.server.streamable`` has the routing
+connection sends to the SSE stream it belongs on (``hub.server.streamable_http`` has the routing
 rules: the connection's stream, a session's stream, or the ``initialize`` POST's own body).
 
 Each stream is an ``Outbox`` (byte-bounded, slow consumers closed) over an ``SseWriter``
-(``hub.server.sse``); a frame for a stream that no GET reads yet waits in that stream's outbox.
+(``hub.server.streamable_http.sse_stream``); a frame for a stream that no GET reads yet waits
+in that stream's outbox.
 
 What a client can make a connection hold is bounded (``docs/limits.md``):
 
@@ -31,8 +32,9 @@ import anyio
 import anyio.abc
 import orjson
 
-from hub.server.outbox import SLOW_CONSUMER, Outbox
-from hub.server.sse import SseWriter
+from hub.server.close_codes import SLOW_CONSUMER
+from hub.server.outbox import Outbox
+from hub.server.streamable_http.sse_stream import SseWriter
 from hub.settings import Settings
 
 __all__ = ["RETAIN_SHARE", "ROUTE_SLACK", "StreamOutbox"]
@@ -50,7 +52,8 @@ _UPDATE_PREFIX = b'{"jsonrpc":"2.0","method":"session/update","params":{"session
 
 
 class StreamOutbox:
-    """A ``ConnectionOutbox`` that routes each frame to its stream (``hub.server.streamable``)."""
+    """A ``ConnectionOutbox`` that routes each frame to its stream (``hub.server.streamable_http``
+    has the rules)."""
 
     def __init__(self, settings: Settings, name: str) -> None:
         self._settings = settings
