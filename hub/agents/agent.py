@@ -57,7 +57,7 @@ from hub.agents.inbound import Inbound
 from hub.agents.lifecycle import ENDED, AgentState, Lifecycle, Trigger
 from hub.agents.login import Login, LoginStatus, login_required
 from hub.agents.process import AgentProcess, ShutdownTimings, group_alive
-from hub.agents.sessions import AgentSession, SessionTable
+from hub.agents.session_table import AgentSession, SessionTable
 from hub.agents.sink import SessionSink
 from hub.agents.spec import AgentSpec
 from hub.protocol import version as versions
