@@ -72,11 +72,11 @@ from hub.protocol.errors import (
 )
 from hub.protocol.idmap import IdMap
 from hub.protocol.jsonrpc import RequestId
+from hub.ratelimit import TokenBucket
 from hub.server import watch
 from hub.server.extensions import extension_handler
 from hub.server.methods import ASYNC_METHODS, SYNC_METHODS, AsyncHandler, SyncHandler
 from hub.server.outbox import Outbox
-from hub.server.ratelimit import TokenBucket
 from hub.server.transport import FrameWriter
 from hub.sessions import arbiter
 from hub.sessions.client import ReplyHandler
