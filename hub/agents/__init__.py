@@ -12,10 +12,11 @@ session layer implements), ``errors`` (``AgentError``).
 
 from __future__ import annotations
 
-from hub.agents.agent import Agent, NewSessionResult, PromptAck, RestartPolicy
+from hub.agents.agent import Agent, NewSessionResult, PromptAck
 from hub.agents.errors import AgentError
 from hub.agents.lifecycle import AgentState
 from hub.agents.process import ShutdownTimings
+from hub.agents.restart import RestartPolicy
 from hub.agents.sink import SessionSink
 from hub.agents.spec import AgentSpec, ConfigError, HubConfig, load_config, parse_agent_arg
 from hub.agents.supervisor import Supervisor, UnknownAgent

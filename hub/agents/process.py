@@ -172,6 +172,16 @@ class AgentProcess:
                 return None, f"SIG{-code}"
         return code, None
 
+    def describe_exit(self) -> str:
+        """How the leader ended, for a log line or an error: ``exit code N``, ``killed by
+        SIGNAME`` or ``still running``."""
+        code, sig = self.exit_status()
+        if sig is not None:
+            return f"killed by {sig}"
+        if code is not None:
+            return f"exit code {code}"
+        return "still running"
+
     def stderr_tail(self) -> str:
         """The last lines the agent wrote to stderr (at most ``stderr_lines``)."""
         return "\n".join(self._stderr)
