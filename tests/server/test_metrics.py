@@ -272,7 +272,8 @@ def test_a_client_cannot_mint_close_code_series() -> None:
 
 
 def test_the_token_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hub.cli import _parser, build
+    from hub.cli import _parser
+    from hub.cli.serve import build
 
     monkeypatch.setenv("ACP_HUB_METRICS_TOKEN", TOKEN)
     settings, _, _ = build(_parser().parse_args(["demo"]))

@@ -10,7 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hub.cli import _parser, build
+from hub.cli import _parser
+from hub.cli.serve import build
 from hub.settings import Settings
 from hub.store import parse_store_url
 from tests.redis_server import free_port
