@@ -323,17 +323,20 @@ class RedisStore(DurableStore):
         )
         return bool(result == 1)
 
+    async def _on_owners(self, script: Any, session_ids: list[str], *args: Any) -> list[Any]:
+        """Run ``script`` with ``args`` on the owner key of each of ``session_ids`` (one round
+        trip); the answers, in the same order."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for session_id in session_ids:
+                await script(keys=[_key(session_id, "owner")], args=list(args), client=pipe)
+            results: list[Any] = await pipe.execute()
+        return results
+
     async def renew(self, session_ids: list[str], ttl: float) -> list[str]:
         if not session_ids:
             return []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for session_id in session_ids:
-                await self._renew_script(
-                    keys=[_key(session_id, "owner")],
-                    args=[self.node, max(1, int(ttl * 1000))],
-                    client=pipe,
-                )
-            results = await pipe.execute()
+        px = max(1, int(ttl * 1000))
+        results = await self._on_owners(self._renew_script, session_ids, self.node, px)
         return [sid for sid, ok in zip(session_ids, results, strict=True) if ok != 1]
 
     async def claim_from(self, session_ids: list[str], node: str, ttl: float) -> list[str]:
@@ -341,25 +344,13 @@ class RedisStore(DurableStore):
         set, one round trip): the ones now owned here."""
         if not session_ids:
             return []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for session_id in session_ids:
-                await self._claim_from_script(
-                    keys=[_key(session_id, "owner")],
-                    args=[self.node, node, max(1, int(ttl * 1000))],
-                    client=pipe,
-                )
-            results = await pipe.execute()
+        px = max(1, int(ttl * 1000))
+        results = await self._on_owners(self._claim_from_script, session_ids, self.node, node, px)
         return [sid for sid, ok in zip(session_ids, results, strict=True) if ok == 1]
 
     async def release(self, session_ids: list[str]) -> None:
-        if not session_ids:
-            return
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for session_id in session_ids:
-                await self._release_script(
-                    keys=[_key(session_id, "owner")], args=[self.node], client=pipe
-                )
-            await pipe.execute()
+        if session_ids:
+            await self._on_owners(self._release_script, session_ids, self.node)
 
     async def owner(self, session_id: str) -> str | None:
         return _text(await self.redis.get(_key(session_id, "owner")))

@@ -51,15 +51,6 @@ if tonumber(ARGV[6]) > 1 then redis.call('XTRIM', stream, 'MINID', '0-' .. ARGV[
 return 1
 """
 
-CLAIM = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-return 0
-"""
-
 RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -67,6 +58,14 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
+
+# A claim is a renewal of a key nobody holds yet, set first.
+CLAIM = (
+    """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+"""
+    + RENEW
+)
 
 CLAIM_FROM = """
 if redis.call('GET', KEYS[1]) == ARGV[2] then
