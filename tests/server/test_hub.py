@@ -546,12 +546,16 @@ class RawClient:
                 finally:
                     self.sock.setblocking(False)
 
-    async def _pump(self, done: Any, timeout: float = 30.0) -> None:
+    async def _pump(
+        self, done: Any, timeout: float = 30.0, *, size: int = 65536, pace: float = 0.0
+    ) -> None:
+        """Read until ``done()`` or the end of the stream, ``size`` bytes a read at most and,
+        with ``pace``, that many seconds after each read (a slow link's pace)."""
         with anyio.fail_after(timeout):
             while not done() and not self.eof:
                 await anyio.wait_readable(self.sock)
                 try:
-                    data = self.sock.recv(65536)
+                    data = self.sock.recv(size)
                 except BlockingIOError:
                     continue
                 except ConnectionResetError:
@@ -567,6 +571,8 @@ class RawClient:
                         message = orjson.loads(event.data)
                         self.messages.extend(message if isinstance(message, list) else [message])
                 self._flush()
+                if pace:
+                    await anyio.sleep(pace)  # the slow link's pace, not a wait for an event
 
     async def call(self, message: dict[str, Any]) -> None:
         self.protocol.send_text(orjson.dumps(message))
