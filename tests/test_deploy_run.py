@@ -61,6 +61,7 @@ class Container:
     """One container of the topology, as a plain process."""
 
     name: str
+    # A container's handle: alike in shape to tests/hubproc.py's HubProcess only.
     process: anyio.abc.Process
     port: int
     log: Path

@@ -154,6 +154,7 @@ class Shell:
     def serve(self, command: str, cwd: Path | None = None) -> list[str]:
         """Run a server command until its banner is out, then SIGINT to its process group
         (Ctrl+C); the banner's lines. ``make`` itself ends by the signal, the hub with 0."""
+        # A process of its own whose output the test reads as it comes (not tests/hubproc.py).
         process = subprocess.Popen(
             ["bash", "-c", f"exec {self.line(command)}"],
             env=self.env,

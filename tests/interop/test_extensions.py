@@ -231,6 +231,7 @@ async def test_raw_clients_of_each_version_get_the_agents_extension_messages(
         assert asked["params"] == {"sessionId": sid, "q": "which size?"}
         await owner.answer(asked["id"], {"answer": version})
 
+        # Set up like the tests around it: each test spells out its own scenario.
         def said() -> str:
             return "".join(
                 str(p["update"].get("content", {}).get("text"))

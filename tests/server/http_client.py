@@ -85,6 +85,7 @@ class HttpAcp:
     _changed: anyio.Event = field(default_factory=anyio.Event)
     _next_id: int = 0
 
+    # The wait of tests/agents/harness.py's sink, on this client's own changes.
     def _touch(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()

@@ -13,6 +13,8 @@ from websockets.frames import Frame, Opcode
 
 from hub.sessions.session import Session
 from hub.settings import Settings
+
+# The shared harness's names, imported by every test module that uses them.
 from tests.server.harness import (
     AcpClient,
     HubHandle,
@@ -320,6 +322,7 @@ async def test_a_reader_stuck_past_the_keepalive_still_gets_its_frames_and_1013(
 async def test_a_silent_reader_with_nothing_to_read_is_closed_with_1011() -> None:
     # No data waits for it: a client that does not answer is not called a slow consumer.
     settings = Settings(ping_interval=0.5, ping_timeout=0.5)
+    # Set up like the tests around it: each test spells out its own scenario.
     async with (
         running_hub([scripted_agent()], settings) as hub,
         acp_client(hub.url) as owner,

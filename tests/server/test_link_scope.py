@@ -24,6 +24,8 @@ from hub.access.gate import Gate
 from hub.settings import Settings
 from tests.credentials import AUTHORITY, admission, token
 from tests.redis_server import RedisServer, store_setting
+
+# The shared harness's names, imported by every test module that uses them.
 from tests.server.harness import (
     AcpClient,
     HubHandle,

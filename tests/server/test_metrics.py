@@ -16,6 +16,8 @@ from hub.server.metrics import close_code_label
 from hub.sessions.session import Session
 from hub.settings import Settings
 from tests.redis_server import RedisServer
+
+# The shared harness's names, imported by every test module that uses them.
 from tests.server.harness import (
     AcpClient,
     HubHandle,

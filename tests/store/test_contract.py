@@ -135,6 +135,7 @@ async def test_appended_events_read_back_after_any_seq(store_url: str) -> None:
         assert await store.read_after("s-unknown", 0) is None
 
 
+# A store and a writer of its own, as in the tests around it: each reads alone.
 async def test_v1_frames_and_their_sharing_survive(store_url: str) -> None:
     async with running(store_url) as store:
         log = store.open_log("s-1", **BOUNDS)

@@ -206,6 +206,7 @@ def legacy_child(parent_id: str, session_id: str) -> tuple[dict[str, Any], str]:
     return record, minted
 
 
+# Nodes and clients set up as in the other node tests: each reads as its scenario.
 async def test_a_link_manages_no_links_on_any_node_and_takes_its_children_along(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:

@@ -35,6 +35,7 @@ def test_store_urls_parse(text: str, kind: str, target: str) -> None:
     assert "pw" not in url.redacted()
 
 
+# Cases of their own: table rows alike in shape only.
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+# The shared harness's names, imported by every test module that uses them.
 from tests.web.harness import (
     Embedding,
     Hub,
