@@ -387,6 +387,7 @@ class V1Dialect(Dialect):
         return entry.translator
 
 
+# The header of V1Dialect's, for v2: each version names its own methods and capabilities.
 class V2Dialect(Dialect):
     """ACP v2 (https://agentclientprotocol.com/protocol/v2/overview), with the v1 habits some
     v2 agents keep translated (each noted once in the log)."""

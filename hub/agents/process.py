@@ -280,6 +280,7 @@ class AgentProcess:
                         self.pgid,
                     )
                     self.signal_group(signal.SIGTERM)
+                    # The escalation's next step, alike in shape to the one above.
                     if not await self.wait_exit_for(t.term_grace):
                         logger.warning(
                             "! agent %s: ignored SIGTERM for %.1fs: SIGKILL to group %d",

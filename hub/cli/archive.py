@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from hub import __version__
-from hub.cli.common import Subcommands, add_command, fail
+from hub.cli.common import Subcommands, add_command, add_token, fail
 from hub.store import StoreError, open_store, parse_store_url
 
 
@@ -42,11 +42,7 @@ def add_parsers(sub: Subcommands) -> None:
     i = add_command(sub, "import", import_help)
     i.add_argument("file", help="the export (acp-hub export --format jsonl, or _hub/export)")
     i.add_argument("--url", required=True, help="the hub's endpoint, e.g. ws://127.0.0.1:8765/acp")
-    i.add_argument(
-        "--token",
-        default=os.environ.get("ACP_HUB_TOKEN"),
-        help="an owner token for every session (default: $ACP_HUB_TOKEN)",
-    )
+    add_token(i, "an owner token for every session (default: $ACP_HUB_TOKEN)")
 
 
 def export(args: argparse.Namespace) -> int:

@@ -7,20 +7,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 
-from hub.cli.common import Subcommands, add_command, add_logging
+from hub.cli.common import Subcommands, add_command, add_logging, add_token
 
 
 def add_parser(sub: Subcommands) -> None:
     bridge_help = "a stdio ACP agent for editors, relaying to a hub"
     b = add_command(sub, "bridge", bridge_help)
     b.add_argument("url", help="the hub's WebSocket endpoint, e.g. ws://127.0.0.1:8765/acp")
-    b.add_argument(
-        "--token",
-        default=os.environ.get("ACP_HUB_TOKEN"),
-        help="sent as Authorization: Bearer (default: $ACP_HUB_TOKEN)",
-    )
+    add_token(b, "sent as Authorization: Bearer (default: $ACP_HUB_TOKEN)")
     b.add_argument("--session", default=None, help="attach the editor's first session/new here")
     b.add_argument("--agent", default=None, help="the hub agent new sessions run on")
     b.add_argument(

@@ -60,6 +60,12 @@ def add_agents(parser: argparse.ArgumentParser, help_text: str) -> None:
     )
 
 
+def add_token(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--token``, defaulting to ``ACP_HUB_TOKEN`` (a credential is better kept off the
+    command line, which every user of the machine can read)."""
+    parser.add_argument("--token", default=os.environ.get("ACP_HUB_TOKEN"), help=help_text)
+
+
 def add_logging(parser: argparse.ArgumentParser) -> None:
     """``--log-level`` and ``--log-format``, defaulting to ``ACP_HUB_LOG`` and
     ``ACP_HUB_LOG_FORMAT``."""
