@@ -149,7 +149,7 @@ class RpcFailure(Exception):
         return int(self.error["code"])
 
 
-def initialize_params(version: int, name: str, **hub_meta: Any) -> dict[str, Any]:
+def initialize_params(version: int, name: str, /, **hub_meta: Any) -> dict[str, Any]:
     """``initialize``'s params of a client called ``name`` speaking ``version``, with
     ``hub_meta`` as its ``_meta["acp-hub"]``."""
     params: dict[str, Any] = {"protocolVersion": version}
