@@ -4,10 +4,12 @@ Theory of operation
 -------------------
 A durable store hands out ``WrittenLog``s: the live ``EventLog`` (clients are served from it,
 exactly as with the memory store) that also queues each appended row. The first append after
-a write wakes the store's writer task; the writer takes everything queued in all logs as one
-batch and writes it in one transaction (SQLite) or one script call per session (Redis), off
-the event loop's path. While a batch is written, new rows queue up for the next one: the batch
-size follows the load (group commit), and no event waits for the disk before it is fanned out.
+a write wakes the store's writer task (a ``hub.store.writebehind.WriteBehind`` of logs, as the
+share links and the audit trail have theirs); the writer takes everything queued in all logs
+as one batch and writes it in one transaction (SQLite) or one script call per session
+(Redis), off the event loop's path. While a batch is written, new rows queue up for the next
+one: the batch size follows the load (group commit), and no event waits for the disk before it
+is fanned out.
 
 The price is the window between a client seeing an event and that event being written (one
 batch: typically a few milliseconds, longer while the backend is slow or unreachable). The
