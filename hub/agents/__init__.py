@@ -3,9 +3,10 @@
 See ``docs/agents.md`` for definitions, the config file, the lifecycle and the restart and
 shutdown rules. One module per concept: ``spec`` (definitions and config), ``process``
 (process groups, stderr, shutdown), ``connection`` (JSON-RPC over stdio), ``lifecycle``
-(an agent's states and their transition table), ``dialect`` (what differs between ACP v1
-and v2), ``agent`` (one agent's lifecycle and operations), ``sessions`` (the agent sessions
-and their sinks), ``inbound`` (what an agent sends), ``login`` (agents that require login),
+(an agent's states and their transition table), ``restart`` (the backoff and timeouts of
+starts and shutdowns), ``dialect`` (what differs between ACP v1 and v2), ``agent`` (one
+agent's lifecycle and operations), ``session_table`` (the agent sessions and their sinks),
+``inbound`` (what an agent sends), ``login`` (agents that require login),
 ``terminal_login`` (``acp-hub agent-login``), ``supervisor`` (all agents), ``sink`` (what the
 session layer implements), ``errors`` (``AgentError``).
 """
