@@ -3,8 +3,8 @@
 A client (or an agent) that sends malformed or refused messages is the peer's problem, not the
 hub's: each mistake is worth one line (never a traceback; a traceback in the log means a bug of
 the hub), and a peer that makes thousands of them must not flood the log. Each connection has
-a token bucket: ``burst`` lines at once, then one every ``interval`` seconds; the next line
-that gets through says how many were left out in between.
+a token bucket (``hub.ratelimit``): ``burst`` lines at once, then one every ``interval``
+seconds; the next line that gets through says how many were left out in between.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import logging
 import time
 from collections.abc import Callable
 from typing import Any
+
+from hub.ratelimit import TokenBucket
 
 BURST = 20
 """Lines a connection may cause at once before the rate limit applies."""
@@ -23,17 +25,7 @@ INTERVAL = 5.0
 class MistakeLog:
     """The rate-limited log of one connection's mistakes; see the module docstring."""
 
-    __slots__ = (
-        "_burst",
-        "_clock",
-        "_interval",
-        "_last",
-        "_level",
-        "_logger",
-        "_name",
-        "_suppressed",
-        "_tokens",
-    )
+    __slots__ = ("_bucket", "_clock", "_level", "_logger", "_name", "_suppressed")
 
     def __init__(
         self,
@@ -48,11 +40,8 @@ class MistakeLog:
         self._logger = logger
         self._level = level
         self._name = name
-        self._burst = burst
-        self._interval = interval
         self._clock = clock
-        self._tokens = float(burst)
-        self._last = clock()
+        self._bucket = TokenBucket(1.0 / interval, burst, clock())
         self._suppressed = 0
 
     @property
@@ -63,13 +52,9 @@ class MistakeLog:
     def __call__(self, message: str, *args: Any) -> bool:
         """Log ``"! <name>: " + message % args`` (at ``INFO`` unless another ``level`` was
         given) unless over the rate; return whether it was logged."""
-        now = self._clock()
-        self._tokens = min(float(self._burst), self._tokens + (now - self._last) / self._interval)
-        self._last = now
-        if self._tokens < 1.0:
+        if self._bucket.take(self._clock()) > 0.0:
             self._suppressed += 1
             return False
-        self._tokens -= 1.0
         if self._suppressed:
             message += " (%d similar lines left out)"
             args = (*args, self._suppressed)

@@ -9,9 +9,13 @@ needs another principal mints one with ``token(...)``; one that needs none conne
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 from hub.access.keys import SECRET_ENV, STATE_DIR_ENV, HubKey, key_from_secret
 from hub.access.tokens import TokenAuthority
@@ -70,3 +74,13 @@ def with_test_key(settings: Settings, state_dir: Path) -> Settings:
     secret = state_dir / "secret"
     secret.write_text(TEST_SECRET)
     return settings.merged({"state_dir": str(state_dir), "secret_file": str(secret)})
+
+
+async def admission(url: str) -> str:
+    """``"ok"`` when ``url`` (with its credential) is admitted (the connection is closed
+    again), else the refusal's ``error`` (``revoked``, ``expired``, ...)."""
+    try:
+        async with connect(url):
+            return "ok"
+    except InvalidStatus as refused:
+        return str(json.loads(refused.response.body)["error"])

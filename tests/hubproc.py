@@ -118,13 +118,20 @@ async def _start(
         assert port is not None, f"no banner: {seen!r} {stderr.read_text()}"
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await _stop(process)
+            await stop(process)
         raise
     return HubProcess(process, port, stderr)
 
 
-async def _stop(process: anyio.abc.Process) -> None:
-    """Kill ``process`` if it still runs, and release it."""
+async def stop(
+    process: anyio.abc.Process, graceful: signal.Signals | None = None, timeout: float = 0.0
+) -> None:
+    """Stop ``process`` if it still runs, and release it: the signal ``graceful`` first, if
+    given, then ``timeout`` seconds to exit before SIGKILL."""
+    if process.returncode is None and graceful is not None:
+        process.send_signal(graceful)
+        with anyio.move_on_after(timeout):
+            await process.wait()
     if process.returncode is None:
         process.kill()
         await process.wait()
@@ -143,7 +150,7 @@ async def hub_command(
         yield hub
     finally:
         with anyio.CancelScope(shield=True):
-            await _stop(hub.process)
+            await stop(hub.process)
 
 
 def toml_value(value: Any) -> str:
@@ -221,4 +228,4 @@ async def hub_nodes(
     finally:
         with anyio.CancelScope(shield=True):
             for node in nodes.values():
-                await _stop(node.process)
+                await stop(node.process)

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+import pytest
+
 READY = b"Ready to accept connections"
 START_TIMEOUT = 20.0
 
@@ -122,3 +124,14 @@ class RedisServer:
     def resume(self) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGCONT)
+
+
+def store_setting(kind: str, sqlite_file: Path, request: pytest.FixtureRequest) -> str:
+    """The ``store`` setting of a test run on each kind of store: ``memory``, the SQLite
+    database ``sqlite_file``, or (``redis``) the ``redis_server`` fixture's server."""
+    if kind == "memory":
+        return "memory"
+    if kind == "sqlite":
+        return f"sqlite:///{sqlite_file}"
+    server: RedisServer = request.getfixturevalue("redis_server")
+    return server.url

@@ -183,6 +183,7 @@ def demo(tmp_path: Path, name: str, state: Path) -> Iterator[Started]:
     env.update(PYTHONPATH=str(ROOT), HOME=str(tmp_path), **hub_env(state))
     stderr = tmp_path / f"{name}.stderr"
     with stderr.open("w") as err:
+        # A process of its own whose output the test reads as it comes (not tests/hubproc.py).
         process = subprocess.Popen(
             [str(ACP_HUB), "demo", "--port", "0"],
             env=env,

@@ -39,6 +39,7 @@ import yaml
 from anyio.streams.text import TextReceiveStream
 from websockets.asyncio.client import connect
 
+from tests.hubproc import stop
 from tests.redis_server import RedisServer, free_port
 from tests.server.harness import AcpClient, acp_client
 from tests.support import ROOT, require_binary
@@ -60,6 +61,7 @@ class Container:
     """One container of the topology, as a plain process."""
 
     name: str
+    # A container's handle: alike in shape to tests/hubproc.py's HubProcess only.
     process: anyio.abc.Process
     port: int
     log: Path
@@ -135,14 +137,7 @@ async def container(
         await _until_ok(f"{handle.http}/readyz")
         yield handle
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)  # docker stop, a pod's termination
-            with anyio.move_on_after(STOP_TIMEOUT):
-                await process.wait()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        await process.aclose()
+        await stop(process, signal.SIGTERM, STOP_TIMEOUT)  # docker stop, a pod's termination
 
 
 async def _until_ok(url: str) -> None:
@@ -251,14 +246,7 @@ async def nginx(site: str, directory: Path, port: int) -> AsyncIterator[str]:
         await _until_ok(f"{base}/healthz")
         yield base
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGQUIT)  # nginx's graceful stop
-            with anyio.move_on_after(STOP_TIMEOUT):
-                await process.wait()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        await process.aclose()
+        await stop(process, signal.SIGQUIT, STOP_TIMEOUT)  # nginx's graceful stop
         assert "[emerg]" not in (directory / "error.log").read_text(errors="replace")
 
 

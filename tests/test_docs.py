@@ -47,6 +47,7 @@ from hub.agents.agent import Agent
 from hub.agents.spec import load_config
 from hub.settings import Settings
 from tests.credentials import hub_env
+from tests.hubproc import stop
 from tests.server.harness import SCRIPTED, AcpClient
 from tests.support import ROOT, missing
 
@@ -153,6 +154,7 @@ class Shell:
     def serve(self, command: str, cwd: Path | None = None) -> list[str]:
         """Run a server command until its banner is out, then SIGINT to its process group
         (Ctrl+C); the banner's lines. ``make`` itself ends by the signal, the hub with 0."""
+        # A process of its own whose output the test reads as it comes (not tests/hubproc.py).
         process = subprocess.Popen(
             ["bash", "-c", f"exec {self.line(command)}"],
             env=self.env,
@@ -372,14 +374,7 @@ async def test_the_readme_tour_runs_with_the_readme_token(tmp_path: Path) -> Non
         url = f"ws://127.0.0.1:{int(match.group(1))}/acp"
         await _play_readme(url, token, project)
     finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGINT)
-            with anyio.move_on_after(TIMEOUT):
-                await process.wait()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        await process.aclose()
+        await stop(process, signal.SIGINT, TIMEOUT)
 
 
 async def _play_readme(url: str, token: str, project: Path) -> None:

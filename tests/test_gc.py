@@ -1,4 +1,4 @@
-"""The garbage collector's shape for a serving hub (``hub.cli.tune_gc``)."""
+"""The garbage collector's shape for a serving hub (``hub.cli.server.tune_gc``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hub.cli import GC_THRESHOLDS, tune_gc
+from hub.cli.server import GC_THRESHOLDS, tune_gc
 
 
 @pytest.fixture

@@ -46,6 +46,7 @@ class Installed:
 
 def _run(argv: list[str | Path], *, env: dict[str, str], cwd: Path) -> str:
     """Run ``argv`` to completion; its combined output, or a failure that shows it."""
+    # An installed command run to completion: alike in shape to stdio_client.py's spawn only.
     done = subprocess.run(
         [str(arg) for arg in argv],
         env=env,
@@ -123,6 +124,7 @@ def demo(installed: Installed, tmp_path: Path) -> Iterator[str]:
     Stopped with SIGINT, which must end it with status 0."""
     stderr = tmp_path / "hub.stderr"
     with stderr.open("wb") as err:
+        # A process of its own whose output the test reads as it comes (not tests/hubproc.py).
         process = subprocess.Popen(
             [installed.bin("acp-hub"), "demo", "--port", "0"],
             env=installed.env,

@@ -56,8 +56,9 @@ from hub.agents.errors import AgentError, agent_unavailable
 from hub.agents.inbound import Inbound
 from hub.agents.lifecycle import ENDED, AgentState, Lifecycle, Trigger
 from hub.agents.login import Login, LoginStatus, login_required
-from hub.agents.process import AgentProcess, ShutdownTimings, group_alive
-from hub.agents.sessions import AgentSession, SessionTable
+from hub.agents.process import AgentProcess, group_alive
+from hub.agents.restart import RestartPolicy
+from hub.agents.session_table import AgentSession, SessionTable
 from hub.agents.sink import SessionSink
 from hub.agents.spec import AgentSpec
 from hub.protocol import version as versions
@@ -67,34 +68,6 @@ from hub.protocol.framing import DEFAULT_MAX_LINE
 __all__ = ["Agent", "NewSessionResult", "PromptAck", "RestartPolicy"]
 
 logger = logging.getLogger("hub.agents")
-
-
-@dataclass(frozen=True, slots=True)
-class RestartPolicy:
-    """Timing of starts, restarts and shutdowns (seconds).
-
-    A crash within ``healthy_after`` seconds of a start doubles the delay before the next
-    start, from ``backoff_initial`` up to ``backoff_max``; a crash after a healthy period
-    starts over from ``backoff_initial``.
-    """
-
-    backoff_initial: float = 0.1
-    backoff_max: float = 5.0
-    healthy_after: float = 10.0
-    initialize_timeout: float = 30.0
-    response_timeout: float | None = 60.0
-    """How long the hub waits for the answer to a session request (``session/new``, resume,
-    load, close, delete, config options, mode) before it fails with ``AGENT_UNAVAILABLE``
-    and is withdrawn; ``None``: for ever. Not for ``session/prompt``, whose answer may
-    legitimately come at the end of a turn, nor for a login, which waits for a person."""
-    drain_timeout: float = 2.0
-    shutdown: ShutdownTimings = field(default_factory=ShutdownTimings)
-
-    def delay(self, failures: int) -> float:
-        """The delay before the next start after ``failures`` consecutive quick failures."""
-        if failures <= 0:
-            return 0.0
-        return float(min(self.backoff_initial * 2 ** min(failures - 1, 62), self.backoff_max))
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,7 +293,7 @@ class Agent:
                 start_error = agent_unavailable(
                     self.name,
                     f"it ended during startup ({lifecycle.reason}, "
-                    f"{_describe(*process.exit_status())})"
+                    f"{process.describe_exit()})"
                     + (f": {tail.splitlines()[-1][:300]}" if tail else ""),
                     stderr=tail[-2000:],
                 )
@@ -378,7 +351,7 @@ class Agent:
                 with anyio.move_on_after(self.policy.drain_timeout):
                     await live.reader_done.wait()
             if live.conn is not None and not live.conn.closed:
-                why = f"the agent process exited ({_describe(*process.exit_status())})"
+                why = f"the agent process exited ({process.describe_exit()})"
                 live.conn.close(agent_unavailable(self.name, why).error)
             await process.end_group("agent exited", self.policy.shutdown)
 
@@ -389,7 +362,7 @@ class Agent:
             self.name,
             live.process.pid,
             self._lifecycle.reason,
-            _describe(code, sig),
+            live.process.describe_exit(),
         )
         if self.state is AgentState.STOPPING:
             return  # a deliberate stop: no failure, and the sinks are not told
@@ -592,11 +565,3 @@ class Agent:
         if session_id is not None:
             params = {**params, "sessionId": self._sessions.require(session_id).session_id}
         return await dialect.conn.request(method, params, deadline=True)
-
-
-def _describe(code: int | None, sig: str | None) -> str:
-    if sig is not None:
-        return f"killed by {sig}"
-    if code is not None:
-        return f"exit code {code}"
-    return "still running"

@@ -21,7 +21,7 @@ from typing import Any
 from hub import __version__
 from hub.agents.connection import Connection
 from hub.agents.errors import AgentError, agent_unavailable, refusal, unsupported
-from hub.agents.sessions import AgentSession
+from hub.agents.session_table import AgentSession
 from hub.protocol.agent_v1 import AgentV1Translator
 from hub.protocol.capabilities import auth_methods_v1_to_v2, capabilities_v1_to_v2
 from hub.protocol.checks import check as check_update
@@ -387,6 +387,7 @@ class V1Dialect(Dialect):
         return entry.translator
 
 
+# The header of V1Dialect's, for v2: each version names its own methods and capabilities.
 class V2Dialect(Dialect):
     """ACP v2 (https://agentclientprotocol.com/protocol/v2/overview), with the v1 habits some
     v2 agents keep translated (each noted once in the log)."""

@@ -30,7 +30,7 @@ import anyio
 from hub.agents.connection import Connection
 from hub.agents.dialect import Dialect
 from hub.agents.errors import AgentError
-from hub.agents.sessions import SessionTable, call_sink
+from hub.agents.session_table import SessionTable, call_sink
 from hub.protocol.elicitation import check_elicitation
 from hub.protocol.errors import InvalidParams, invalid_params, method_not_found
 from hub.protocol.permissions import permission_outcome_for_agent

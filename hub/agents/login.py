@@ -39,7 +39,7 @@ import anyio
 
 from hub.agents.dialect import Dialect
 from hub.agents.errors import AgentError
-from hub.agents.sessions import SessionTable
+from hub.agents.session_table import SessionTable
 from hub.agents.spec import AgentSpec
 from hub.protocol.errors import AUTH_REQUIRED, INVALID_PARAMS, RpcError, hub_error
 

@@ -172,6 +172,16 @@ class AgentProcess:
                 return None, f"SIG{-code}"
         return code, None
 
+    def describe_exit(self) -> str:
+        """How the leader ended, for a log line or an error: ``exit code N``, ``killed by
+        SIGNAME`` or ``still running``."""
+        code, sig = self.exit_status()
+        if sig is not None:
+            return f"killed by {sig}"
+        if code is not None:
+            return f"exit code {code}"
+        return "still running"
+
     def stderr_tail(self) -> str:
         """The last lines the agent wrote to stderr (at most ``stderr_lines``)."""
         return "\n".join(self._stderr)
@@ -270,6 +280,7 @@ class AgentProcess:
                         self.pgid,
                     )
                     self.signal_group(signal.SIGTERM)
+                    # The escalation's next step, alike in shape to the one above.
                     if not await self.wait_exit_for(t.term_grace):
                         logger.warning(
                             "! agent %s: ignored SIGTERM for %.1fs: SIGKILL to group %d",

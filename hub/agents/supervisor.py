@@ -20,8 +20,9 @@ from types import TracebackType
 import anyio
 import anyio.abc
 
-from hub.agents.agent import Agent, RestartPolicy
+from hub.agents.agent import Agent
 from hub.agents.connection import DispatchBatch
+from hub.agents.restart import RestartPolicy
 from hub.agents.spec import AgentSpec
 from hub.protocol.framing import DEFAULT_MAX_LINE
 

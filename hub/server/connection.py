@@ -53,6 +53,8 @@ from hub.protocol.errors import (
 )
 from hub.protocol.idmap import IdMap
 from hub.protocol.jsonrpc import RequestId
+from hub.ratelimit import TokenBucket
+from hub.ratelimit import too_many as _too_many
 from hub.server import close_codes, roles, watch
 from hub.server.batches import dispatch_batch
 from hub.server.config_rendering import config_result
@@ -60,8 +62,6 @@ from hub.server.methods import ASYNC_METHODS, SYNC_METHODS, AsyncHandler, SyncHa
 from hub.server.methods.caller import failure_answer
 from hub.server.methods.extensions import extension_handler
 from hub.server.outbox import ConnectionOutbox, Outbox
-from hub.server.ratelimit import TokenBucket
-from hub.server.ratelimit import too_many as _too_many
 from hub.server.transport import FrameWriter
 from hub.sessions import arbiter
 from hub.sessions.client import ReplyHandler

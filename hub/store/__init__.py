@@ -33,6 +33,7 @@ def open_store(setting: str, *, node: str = "") -> Store:
     return store
 
 
+# The package's face: `hub.store.base`'s names the layers above use, and `open_store`.
 __all__ = [
     "Restored",
     "SessionRecord",

@@ -4,10 +4,12 @@ Theory of operation
 -------------------
 A durable store hands out ``WrittenLog``s: the live ``EventLog`` (clients are served from it,
 exactly as with the memory store) that also queues each appended row. The first append after
-a write wakes the store's writer task; the writer takes everything queued in all logs as one
-batch and writes it in one transaction (SQLite) or one script call per session (Redis), off
-the event loop's path. While a batch is written, new rows queue up for the next one: the batch
-size follows the load (group commit), and no event waits for the disk before it is fanned out.
+a write wakes the store's writer task (a ``hub.store.writebehind.WriteBehind`` of logs, as the
+share links and the audit trail have theirs); the writer takes everything queued in all logs
+as one batch and writes it in one transaction (SQLite) or one script call per session
+(Redis), off the event loop's path. While a batch is written, new rows queue up for the next
+one: the batch size follows the load (group commit), and no event waits for the disk before it
+is fanned out.
 
 The price is the window between a client seeing an event and that event being written (one
 batch: typically a few milliseconds, longer while the backend is slow or unreachable). The
@@ -45,6 +47,7 @@ import anyio
 from hub.store.base import Restored, SessionRecord, Snapshot, SoleOwner, StoreError
 from hub.store.codec import update_of
 from hub.store.log import EpochT, EventLog, Row, new_epoch
+from hub.store.writebehind import RETRY_MAX, WriteBehind
 
 log = logging.getLogger("hub.store")
 
@@ -53,8 +56,6 @@ CLOSE_TIMEOUT = 10.0
 not marked clean, and the next start continues them under new epochs)."""
 STALLED = 2.0
 """A write the backend has not answered for this many seconds makes the store unhealthy."""
-RETRY_MAX = 2.0
-"""The longest pause between two attempts at a failed write (seconds; it doubles from 50 ms)."""
 
 
 class WrittenLog(EventLog):
@@ -172,17 +173,14 @@ class DurableStore(SoleOwner, ABC):
         self.node = secrets.token_hex(8)
         """This store instance's writer token."""
         self._logs: dict[str, WrittenLog] = {}
-        self._queue: list[WrittenLog] = []
-        self._wake = anyio.Event()
-        self._progress = anyio.Event()
-        self._taken = 0
-        self._done = 0
+        self._writes: WriteBehind[WrittenLog] = WriteBehind(
+            self._write_batch, f"{self.kind} store writer"
+        )
         self._healthy = True
         self._writing_since: float | None = None
         self.reads_failing = False
         """Set by the node's readers of a shared store (``hub.sessions.cluster``) while their
         reads fail: a node that cannot follow the others is not ready either."""
-        self._running = False
         self.write_failures = 0
 
     # -- the backend -------------------------------------------------------------------------
@@ -220,27 +218,24 @@ class DurableStore(SoleOwner, ABC):
         await self._connect()
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._writer, name=f"{self.kind} store writer")
-                self._running = True
                 try:
-                    yield self
+                    async with self._writes.running(tg, CLOSE_TIMEOUT, self._close_cleanly):
+                        yield self
                 finally:
-                    with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT):
-                        await self.flush()
-                        clean = [
-                            lg
-                            for lg in self._logs.values()
-                            if not lg.fenced and not lg.removed and not lg.unwritten
-                        ]
-                        try:
-                            await self._mark_clean(clean)
-                        except Exception as exc:
-                            log.warning("! %s store: could not mark logs clean: %s", self.kind, exc)
-                    self._running = False
                     tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 await self._disconnect()
+
+    async def _close_cleanly(self) -> None:
+        """Mark closed cleanly the logs this store wrote everything of (at the end of
+        ``running``, once the queue is written)."""
+        logs = self._logs.values()
+        clean = [lg for lg in logs if not lg.fenced and not lg.removed and not lg.unwritten]
+        try:
+            await self._mark_clean(clean)
+        except Exception as exc:
+            log.warning("! %s store: could not mark logs clean: %s", self.kind, exc)
 
     @property
     def healthy(self) -> bool:
@@ -254,7 +249,7 @@ class DurableStore(SoleOwner, ABC):
     @property
     def backlog(self) -> int:
         """Events appended and not yet written."""
-        return sum(len(lg.unwritten) for lg in self._queue)
+        return sum(len(lg.unwritten) for lg in self._writes.queue)
 
     def open_log(self, session_id: str, *, max_events: int, max_bytes: int) -> EventLog:
         written = WrittenLog(self, session_id, max_events=max_events, max_bytes=max_bytes)
@@ -272,25 +267,31 @@ class DurableStore(SoleOwner, ABC):
     def enqueue(self, written: WrittenLog) -> None:
         """Queue ``written`` for the next batch (called on its first change after a batch)."""
         written.queued = True
-        self._queue.append(written)
-        if not self._wake.is_set():
-            self._wake.set()
+        self._writes.put(written)
 
     async def flush(self) -> None:
-        target = self._taken + 1 if self._queue else self._taken
-        while self._done < target:
-            if not self._running:
-                raise StoreError(f"the {self.kind} store is not running")
-            await self._progress.wait()
+        try:
+            await self._writes.flush()
+        except RuntimeError:  # the writer is not running
+            raise StoreError(f"the {self.kind} store is not running") from None
 
-    async def read_session(
-        self, session_id: str, *, max_events: int, max_bytes: int
-    ) -> Restored | None:
+    async def _read(
+        self, session_id: str
+    ) -> tuple[SessionRecord, LogMeta, Snapshot | None, list[Row], list[dict[str, Any]]] | None:
+        """``_load``, and the updates that rebuild the session's state (``_updates``)."""
         loaded = await self._load(session_id)
         if loaded is None:
             return None
         record, meta, snapshot, rows = loaded
-        updates = _updates(session_id, meta, snapshot, rows)
+        return record, meta, snapshot, rows, _updates(session_id, meta, snapshot, rows)
+
+    async def read_session(
+        self, session_id: str, *, max_events: int, max_bytes: int
+    ) -> Restored | None:
+        read = await self._read(session_id)
+        if read is None:
+            return None
+        record, meta, _, rows, updates = read
         plain = EventLog(
             max_events=max_events, max_bytes=max_bytes, epoch=meta.epoch, lineage=meta.lineage
         )
@@ -298,11 +299,10 @@ class DurableStore(SoleOwner, ABC):
         return Restored(record, plain, updates, meta.clean)
 
     async def restore(self, session_id: str, *, max_events: int, max_bytes: int) -> Restored | None:
-        loaded = await self._load(session_id)
-        if loaded is None:
+        read = await self._read(session_id)
+        if read is None:
             return None
-        record, meta, snapshot, rows = loaded
-        updates = _updates(session_id, meta, snapshot, rows)
+        record, meta, snapshot, rows, updates = read
         written = WrittenLog(
             self,
             session_id,
@@ -318,7 +318,7 @@ class DurableStore(SoleOwner, ABC):
         if not meta.clean:
             written.continue_as(max(new_epoch(), meta.epoch + 1))
             written.queued = False  # taking over writes the new epoch itself
-            self._queue = [q for q in self._queue if q is not written]
+            self._writes.queue = [q for q in self._writes.queue if q is not written]
             log.info(
                 "= %s: its log was not closed cleanly: epoch %s continues as %s after seq %s",
                 session_id,
@@ -338,8 +338,8 @@ class DurableStore(SoleOwner, ABC):
 
     # -- the writer --------------------------------------------------------------------------
 
-    def _take(self) -> list[Item]:
-        queue, self._queue = self._queue, []
+    def _take(self, queue: list[WrittenLog]) -> list[Item]:
+        """The items to write for the logs of ``queue``."""
         items = []
         for written in queue:
             written.queued = False
@@ -369,51 +369,46 @@ class DurableStore(SoleOwner, ABC):
             written.created = True
         return items
 
-    async def _writer(self) -> None:
+    async def _write_batch(self, queue: list[WrittenLog]) -> None:
+        """Write what the logs of ``queue`` hold, retrying until it goes through (the
+        ``WriteBehind``'s ``write``; its retry and log lines are the store's own)."""
+        items = self._take(queue)
+        pause = 0.05
         while True:
-            await self._wake.wait()
-            self._wake = anyio.Event()
-            items = self._take()
-            self._taken += 1
-            pause = 0.05
-            while True:
-                try:
-                    self._writing_since = time.monotonic()
-                    fenced = await self._write(items) if items else []
-                except Exception as exc:
-                    # Unreachable or failing: keep the batch and try again; nothing is dropped.
-                    self.write_failures += 1
-                    if self._healthy:
-                        log.warning(
-                            "! %s store: writing %d event(s) failed, retrying: %s",
-                            self.kind,
-                            sum(len(i.rows) for i in items),
-                            exc,
-                        )
-                    self._healthy = False
-                    await anyio.sleep(pause)
-                    pause = min(pause * 2, RETRY_MAX)
-                    continue
-                finally:
-                    self._writing_since = None
-                break
-            if not self._healthy:
-                log.warning("= %s store: writing again", self.kind)
-                self._healthy = True
-            refused = set(fenced)
-            for item in items:
-                if item.session_id in refused:
-                    if not item.log.fenced:
-                        item.log.fenced = True
-                        log.warning(
-                            "! %s: the stored log has another writer; this node stops writing it",
-                            item.session_id,
-                        )
-                else:
-                    item.log.written_seq = item.last_seq
-            self._done = self._taken
-            self._progress.set()
-            self._progress = anyio.Event()
+            try:
+                self._writing_since = time.monotonic()
+                fenced = await self._write(items) if items else []
+            except Exception as exc:
+                # Unreachable or failing: keep the batch and try again; nothing is dropped.
+                self.write_failures += 1
+                if self._healthy:
+                    log.warning(
+                        "! %s store: writing %d event(s) failed, retrying: %s",
+                        self.kind,
+                        sum(len(i.rows) for i in items),
+                        exc,
+                    )
+                self._healthy = False
+                await anyio.sleep(pause)
+                pause = min(pause * 2, RETRY_MAX)
+                continue
+            finally:
+                self._writing_since = None
+            break
+        if not self._healthy:
+            log.warning("= %s store: writing again", self.kind)
+            self._healthy = True
+        refused = set(fenced)
+        for item in items:
+            if item.session_id in refused:
+                if not item.log.fenced:
+                    item.log.fenced = True
+                    log.warning(
+                        "! %s: the stored log has another writer; this node stops writing it",
+                        item.session_id,
+                    )
+            else:
+                item.log.written_seq = item.last_seq
 
 
 __all__ = ["DurableStore", "Item", "LogMeta", "WrittenLog", "lineage_of"]

@@ -48,6 +48,7 @@ RETRY = 0.5
 """Seconds before a failed read of the link changes is tried again."""
 
 
+# A share link's record, field by field as `SessionRecord.from_json` reads a session's.
 def _link(record: dict[str, Any]) -> ShareLink:
     return ShareLink(
         link_id=str(record["link_id"]),

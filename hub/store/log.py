@@ -48,6 +48,7 @@ def _size(v2: bytes, v1_hub: tuple[bytes, ...]) -> int:
     return len(v2) + sum(len(f) for f in v1_hub if f is not v2) + 64
 
 
+# The parameters are a row's fields, as `EventLog.append_row` takes them (no `Event` built).
 def make_row(
     seq: int,
     message_id: str | None,

@@ -21,13 +21,13 @@ Keys (``PREFIX`` is ``acp-hub``; the braces put a session's keys in one cluster 
 * ``acp-hub:conn:{CID}`` — where a Streamable HTTP connection lives (JSON, with a TTL its node
   renews: ``hub.server.placement``).
 
-Each session's share of a write-behind batch is one Lua script call (``WRITE``): it checks that
-this node is still the log's writer and that the first seq follows the stored last seq, then
-adds the events, updates the metadata, stores the snapshot and trims, atomically. A call that
-finds its events already written (a retry after an answer lost to a timeout) succeeds without
-writing them again. All calls of
-a batch go in one pipeline (one round trip). Durability beyond the Redis process is the Redis
-server's own (``appendonly yes``; ``docs/deployment.md``).
+Each session's share of a write-behind batch is one Lua script call (``WRITE``, with the other
+scripts in ``hub.store.redis_scripts``): it checks that this node is still the log's writer
+and that the first seq follows the stored last seq, then adds the events, updates the
+metadata, stores the snapshot and trims, atomically. A call that finds its events already
+written (a retry after an answer lost to a timeout) succeeds without writing them again. All
+calls of a batch go in one pipeline (one round trip). Durability beyond the Redis process is
+the Redis server's own (``appendonly yes``; ``docs/deployment.md``).
 """
 
 from __future__ import annotations
@@ -44,6 +44,17 @@ from hub.store.base import LINK_KEEP, SessionRecord, Snapshot, StoreError
 from hub.store.codec import pack_v1, unpack_row
 from hub.store.durable import DurableStore, Item, LogMeta, WrittenLog, lineage_of
 from hub.store.log import Row
+from hub.store.redis_scripts import (
+    ADD_LINK,
+    CLAIM,
+    CLAIM_FROM,
+    MARK_CLEAN,
+    RELEASE,
+    RENEW,
+    REVOKE_LINK,
+    USE_LINK,
+    WRITE,
+)
 
 log = logging.getLogger("hub.store")
 
@@ -51,79 +62,14 @@ PREFIX = "acp-hub"
 CHUNK = 500
 """Events per script call: a long batch is split so that Redis is never blocked for long."""
 TIMEOUT = 5.0
+"""Seconds before a Redis command that got no answer fails (a stalled server)."""
 POOL_SIZE = 64
 """Connections to Redis per node at most. The blocking reads (the followers of the session
 streams, the node inbox and the link changes) hold one each while they wait; every other
 command borrows one for a round trip, and waits for a free one when all are busy."""
-"""Seconds before a Redis command that got no answer fails (a stalled server)."""
-
-WRITE = """
-local meta, stream, snap = KEYS[1], KEYS[2], KEYS[3]
-local node = ARGV[1]
-if ARGV[2] == '1' and redis.call('EXISTS', meta) == 0 then
-  redis.call('HSET', meta, 'epoch', ARGV[3], 'lineage', ARGV[4], 'writer', node,
-             'clean', '0', 'last_seq', '0')
-end
-local writer = redis.call('HGET', meta, 'writer')
-if not writer then return -1 end
-if writer ~= node then return 0 end
-local last = tonumber(redis.call('HGET', meta, 'last_seq'))
-local i = 8
-if #ARGV >= i and tonumber(ARGV[i]) ~= last + 1 then
-  -- A retry of a call whose answer was lost (a timeout) finds its events written already.
-  if tonumber(ARGV[i]) <= last and tonumber(ARGV[#ARGV - 4]) <= last then return 1 end
-  return 0
-end
-while i <= #ARGV do
-  redis.call('XADD', stream, '0-' .. ARGV[i], 'm', ARGV[i + 1], 'o', ARGV[i + 2],
-             'v2', ARGV[i + 3], 'f', ARGV[i + 4])
-  i = i + 5
-end
-redis.call('HSET', meta, 'epoch', ARGV[3], 'lineage', ARGV[4], 'last_seq', ARGV[5], 'clean', '0')
-if ARGV[7] ~= '' then redis.call('SET', snap, ARGV[7]) end
-if tonumber(ARGV[6]) > 1 then redis.call('XTRIM', stream, 'MINID', '0-' .. ARGV[6]) end
-return 1
-"""
-
-CLAIM = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-return 0
-"""
-
-RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-return 0
-"""
-
-CLAIM_FROM = """
-if redis.call('GET', KEYS[1]) == ARGV[2] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
-  return 1
-end
-return 0
-"""
-
-RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-return 1
-"""
 
 CHANNEL_LENGTH = 10_000
 """Entries kept in a node's inbox stream (requests forwarded to it and answers to it)."""
-
-MARK_CLEAN = """
-if redis.call('HGET', KEYS[1], 'writer') == ARGV[1] then
-  redis.call('HSET', KEYS[1], 'clean', '1', 'writer', '')
-end
-return 1
-"""
 
 LINKS = f"{PREFIX}:{{links}}"
 """The share links' keys (one cluster slot: their scripts touch several)."""
@@ -131,61 +77,6 @@ AUDIT = f"{PREFIX}:audit"
 LINK_CHANGES = 10_000
 """Entries kept in the stream of link changes (a node that fell further behind reloads)."""
 AUDIT_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
-
-# KEYS: the link's hash, the changes stream, the change counter, the id set;
-# ARGV: the link id, the changes stream's length, then what each script says.
-CHANGED = """
-local function changed()
-  local n = redis.call('INCR', KEYS[3])
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'n', n, 'id', ARGV[1],
-             unpack(redis.call('HGETALL', KEYS[1])))
-end
-"""
-
-ADD_LINK = (
-    CHANGED
-    + """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'r', ARGV[3], 'max', ARGV[4], 'uses', ARGV[6])
-if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'rat', ARGV[7], 'rby', ARGV[8]) end
-redis.call('PEXPIREAT', KEYS[1], ARGV[5])
-redis.call('SADD', KEYS[4], ARGV[1])
-changed()
-return 1
-"""
-)
-
-REVOKE_LINK = (
-    CHANGED
-    + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-if redis.call('HEXISTS', KEYS[1], 'rat') == 0 then
-  redis.call('HSET', KEYS[1], 'rat', ARGV[3], 'rby', ARGV[4])
-  changed()
-end
-return redis.call('HGETALL', KEYS[1])
-"""
-)
-
-USE_LINK = (
-    CHANGED
-    + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'unknown'} end
-local status = 'ok'
-local max = redis.call('HGET', KEYS[1], 'max')
-if redis.call('HEXISTS', KEYS[1], 'rat') == 1 then
-  status = 'revoked'
-elseif max and max ~= '' and tonumber(redis.call('HGET', KEYS[1], 'uses')) >= tonumber(max) then
-  status = 'used_up'
-else
-  redis.call('HINCRBY', KEYS[1], 'uses', 1)
-  changed()
-end
-local out = {status}
-for _, v in ipairs(redis.call('HGETALL', KEYS[1])) do out[#out + 1] = v end
-return out
-"""
-)
 
 
 def _link_keys(link_id: str) -> list[str]:
@@ -432,17 +323,20 @@ class RedisStore(DurableStore):
         )
         return bool(result == 1)
 
+    async def _on_owners(self, script: Any, session_ids: list[str], *args: Any) -> list[Any]:
+        """Run ``script`` with ``args`` on the owner key of each of ``session_ids`` (one round
+        trip); the answers, in the same order."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for session_id in session_ids:
+                await script(keys=[_key(session_id, "owner")], args=list(args), client=pipe)
+            results: list[Any] = await pipe.execute()
+        return results
+
     async def renew(self, session_ids: list[str], ttl: float) -> list[str]:
         if not session_ids:
             return []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for session_id in session_ids:
-                await self._renew_script(
-                    keys=[_key(session_id, "owner")],
-                    args=[self.node, max(1, int(ttl * 1000))],
-                    client=pipe,
-                )
-            results = await pipe.execute()
+        px = max(1, int(ttl * 1000))
+        results = await self._on_owners(self._renew_script, session_ids, self.node, px)
         return [sid for sid, ok in zip(session_ids, results, strict=True) if ok != 1]
 
     async def claim_from(self, session_ids: list[str], node: str, ttl: float) -> list[str]:
@@ -450,25 +344,13 @@ class RedisStore(DurableStore):
         set, one round trip): the ones now owned here."""
         if not session_ids:
             return []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for session_id in session_ids:
-                await self._claim_from_script(
-                    keys=[_key(session_id, "owner")],
-                    args=[self.node, node, max(1, int(ttl * 1000))],
-                    client=pipe,
-                )
-            results = await pipe.execute()
+        px = max(1, int(ttl * 1000))
+        results = await self._on_owners(self._claim_from_script, session_ids, self.node, node, px)
         return [sid for sid, ok in zip(session_ids, results, strict=True) if ok == 1]
 
     async def release(self, session_ids: list[str]) -> None:
-        if not session_ids:
-            return
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for session_id in session_ids:
-                await self._release_script(
-                    keys=[_key(session_id, "owner")], args=[self.node], client=pipe
-                )
-            await pipe.execute()
+        if session_ids:
+            await self._on_owners(self._release_script, session_ids, self.node)
 
     async def owner(self, session_id: str) -> str | None:
         return _text(await self.redis.get(_key(session_id, "owner")))

@@ -190,6 +190,7 @@ class SqliteStore(DurableStore):
     async def _load(
         self, session_id: str
     ) -> tuple[SessionRecord, LogMeta, Snapshot | None, list[Row]] | None:
+        # One query a table: the record, the log's metadata, the snapshot, the events.
         def read(db: sqlite3.Connection) -> tuple[Any, Any, Any, list[Any]]:
             record = db.execute(
                 "SELECT record FROM sessions WHERE id = ?", (session_id,)

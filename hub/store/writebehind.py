@@ -83,16 +83,24 @@ class WriteBehind(Generic[T]):
             await self._progress.wait()
 
     @asynccontextmanager
-    async def running(self, tg: anyio.abc.TaskGroup) -> AsyncIterator[None]:
+    async def running(
+        self,
+        tg: anyio.abc.TaskGroup,
+        timeout: float = CLOSE_TIMEOUT,
+        written: Callable[[], Awaitable[None]] | None = None,
+    ) -> AsyncIterator[None]:
         """Run the writer in ``tg`` until the block ends; leaving it writes what is queued
-        (for up to ``CLOSE_TIMEOUT``)."""
+        and then awaits ``written``, if given, both within ``timeout`` seconds (``written``
+        is not awaited when the queue could not be written in time)."""
         tg.start_soon(self._writer, name=self._name)
         self._running = True
         try:
             yield
         finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(timeout):
                 await self.flush()
+                if written is not None:
+                    await written()
             self._running = False
 
     async def _writer(self) -> None:

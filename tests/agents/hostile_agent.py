@@ -211,6 +211,7 @@ class HostileTurn(base.TurnRunner):
                 "a_b": {"type": "string", "title": "Second"},
             },
         }
+        # A standalone agent: it imports nothing of scripted_agent.py, so builds this itself.
         params: Json = {
             "sessionId": self.session.session_id,
             "mode": "form",

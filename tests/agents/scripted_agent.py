@@ -1357,6 +1357,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="keep session metadata here so that a restarted agent can resume its sessions",
     )
+    # One flag per behaviour a test asks of the agent: alike in shape only.
     parser.add_argument("--no-load", action="store_true")
     parser.add_argument("--no-resume", action="store_true")
     parser.add_argument("--no-list", action="store_true")

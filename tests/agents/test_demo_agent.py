@@ -197,6 +197,7 @@ def test_config_options_and_ask_mode(spawn: Spawn, tmp_path: Path, version: int)
     assert "mode **Ask**" in text_of(updates(messages, "agent_message_chunk"))
 
 
+# As the test above, cancelling at another point of the turn.
 @pytest.mark.parametrize("version", [1, 2])
 def test_history_is_replayed(spawn: Spawn, tmp_path: Path, version: int) -> None:
     agent = spawn(version)

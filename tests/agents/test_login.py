@@ -113,6 +113,7 @@ async def test_an_env_var_login_without_its_variable_is_warned_of_and_the_agent_
         keyed = sup.get("keyed")
         sid = (await keyed.new_session(str(agent_home), [], RecordingSink())).session_id
         assert sid
+        # Set up as the test above, for another login method.
         assert keyed.login_status.state == "logged_in"
 
 

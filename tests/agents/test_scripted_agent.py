@@ -376,6 +376,7 @@ def test_ignore_cancel(spawn: Spawn, tmp_path: Path, version: int) -> None:
     agent, session_id = session(spawn, version, tmp_path)
     prompt_id = agent.prompt(session_id, "ignore-cancel\nsay go\nsleep 200\nsay done")
     agent.until(lambda m: is_update(m, "agent_message_chunk"))
+    # As above, at another point of the turn: each case spells out its exchange.
     agent.notify("session/cancel", {"sessionId": session_id})
     if version == 1:
         response, messages = agent.until_response(prompt_id)

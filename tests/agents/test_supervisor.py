@@ -136,6 +136,7 @@ async def test_config_options_and_modes(
         assert "current_mode_update" not in sink.variants()
 
 
+# A supervisor and a sink of its own, as in the tests around it: each reads alone.
 @pytest.mark.parametrize("protocol", [1, 2])
 async def test_close_and_delete_drop_the_sink(
     supervised: Supervised, agent_home: Path, protocol: ProtocolChoice

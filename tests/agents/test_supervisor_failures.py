@@ -186,6 +186,7 @@ async def test_missing_command_is_unavailable(supervised: Supervised, tmp_path: 
     async with supervised(spec) as sup:
         with pytest.raises(AgentError) as failed:
             await sup.get("ghost").new_session(str(tmp_path), [], RecordingSink())
+        # A supervisor and a sink of its own, as in the tests around it: each reads alone.
         assert failed.value.code == AGENT_UNAVAILABLE
         assert "no-such-agent" in failed.value.error.message
 

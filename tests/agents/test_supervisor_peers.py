@@ -71,6 +71,7 @@ async def test_ts_agent_cancel_mid_turn(supervised: Supervised, agent_home: Path
         assert sink.permissions == []
 
 
+# A supervisor and a sink of its own, as in the tests around it: each reads alone.
 @pytest.mark.slow
 async def test_ts_agent_cancel_during_permission(supervised: Supervised, agent_home: Path) -> None:
     async with supervised(node_spec("ts", ts_agent_js(), agent_home)) as sup:

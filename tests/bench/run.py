@@ -50,6 +50,7 @@ __all__ = ["FULL", "QUICK", "main"]
 
 MIB = 1024 * 1024
 
+# Each scenario's parameters in full, so that one is tuned without the others.
 FULL: dict[str, dict[str, Any]] = {
     # Observers on one session speak ACP v2 (they receive every `_hub_*` event, presence too).
     "S1": {

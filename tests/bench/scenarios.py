@@ -265,6 +265,7 @@ async def s2_wide(target: Target, p: Params, server_pid: int) -> Result:
         p["size"],
         bool(p.get("phased", False)),
     )
+    # Each step's figures, as the best step's above: alike in shape only.
     return {
         "figures": {
             "p50_ms": step["p50_ms"],

@@ -270,6 +270,7 @@ class BaselineTarget:
         self, conn: Conn, session: Session, replay: dict[str, Any] | None = None
     ) -> int:
         seq, _ = _meta_seq(await conn.request("attach", {"group": session.id}))
+        # The other target's twin: the bench drives each target through its own class.
         conn.attached_at(seq)
         return seq
 

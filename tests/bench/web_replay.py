@@ -45,15 +45,12 @@ from tests.credentials import bearer, hub_env, owner_token, token
 from tests.hubproc import BANNER
 from tests.support import ROOT
 from tests.web.harness import CHROMIUM_ARGS, SCRIPTED
+from tests.web.test_long_session import CHUNKS, LONG_TASKS, MESSAGES
 
-CHUNKS = 90_000
-MESSAGES = 10_000
-OBSERVE = """
-window.__longTasks = [];
-new PerformanceObserver((list) => {
-  for (const entry of list.getEntries()) window.__longTasks.push(entry.duration);
-}).observe({ type: 'longtask', buffered: true });
-window.__painted = null;
+# The session of tests/web/test_long_session.py, its long tasks recorded the same way.
+OBSERVE = (
+    LONG_TASKS
+    + """window.__painted = null;
 new MutationObserver(() => {
   const app = document.getElementById('app');
   if (window.__painted === null && app && app.dataset.replay === 'done') {
@@ -62,6 +59,7 @@ new MutationObserver(() => {
   }
 }).observe(document, { subtree: true, attributes: true, attributeFilter: ['data-replay'] });
 """
+)
 
 
 def start_hub(state: Path) -> tuple[subprocess.Popen[str], str]:

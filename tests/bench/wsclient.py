@@ -139,6 +139,7 @@ class Conn(asyncio.Protocol):
         # their seqs skip those (counted in ``skipped``, not as gaps).
         self.strict_seq = True
         self.skipped = 0
+        # Each stream's cursor, as the session's above: alike in shape only.
         # The agent's numbering (``@n=``), checked whatever the protocol version.
         self.last_n: int | None = None
         self.number_gaps = 0

@@ -144,6 +144,7 @@ class EditorClient(Client):
     async def release_terminal(
         self, session_id: str, terminal_id: str, **kwargs: Any
     ) -> ReleaseTerminalResponse | None:
+        # The editor's refusal of each terminal method: alike in shape only.
         raise RequestError.method_not_found("terminal/release")
 
     async def wait_for_terminal_exit(
@@ -251,6 +252,7 @@ class Listener:
         return f"ws://127.0.0.1:{self.port}/acp?token={owner_token()}"
 
     async def start(self) -> None:
+        # uvicorn set as the hub's own: each harness serves its own app.
         config = uvicorn.Config(
             self.app,
             host="127.0.0.1",

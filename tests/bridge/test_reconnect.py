@@ -140,6 +140,7 @@ async def test_the_editor_as_the_only_approver_answers_after_the_hub_was_gone(
             await initialize(run.conn)
             session_id = (await run.conn.new_session(cwd=str(tmp_path))).session_id
             async with anyio.create_task_group() as tg:
+                # The prompt of the test above, with the hub lost at another point.
                 answers: list[str] = []
 
                 async def prompt() -> None:

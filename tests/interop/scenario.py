@@ -269,11 +269,14 @@ CAPS = ClientCapabilities(elicitation=ElicitationCapabilities(form=ElicitationFo
 
 
 @asynccontextmanager
-async def _sdk(
-    transport: str, hub: HubHandle, logs: Path, editor: EditorClient
+async def sdk_client(
+    transport: str, hub: HubHandle, logs: Path, editor: EditorClient, *, unstable: bool = False
 ) -> AsyncIterator[ClientSideConnection]:
+    """The Python SDK's client over ``transport``: WebSocket (``ws``), Streamable HTTP
+    (``http``), or stdio through ``acp-hub bridge`` (``bridge``, its logs in ``logs``).
+    ``unstable``: the SDK's unstable protocol, which elicitations are in (the editor opts in)."""
     if transport == "bridge":
-        async with spawn_bridge(hub.url, logs, editor=editor, unstable=True) as run:
+        async with spawn_bridge(hub.url, logs, editor=editor, unstable=unstable) as run:
             yield run.conn
         return
     stream = (
@@ -281,8 +284,7 @@ async def _sdk(
         if transport == "http"
         else await create_websocket_stream(hub.url)
     )
-    # Elicitations are in the SDK's unstable protocol: the editor opts in.
-    conn = connect_to_agent(editor, stream, use_unstable_protocol=True)
+    conn = connect_to_agent(editor, stream, use_unstable_protocol=unstable)
     try:
         yield conn
     finally:
@@ -292,7 +294,7 @@ async def _sdk(
 async def run_python_sdk(hub: HubHandle, transport: str, cwd: str, logs: Path) -> Outcomes:
     out: Outcomes = {}
     editor = MatrixEditor()
-    async with _sdk(transport, hub, logs, editor) as conn:
+    async with sdk_client(transport, hub, logs, editor, unstable=True) as conn:
         init = await conn.initialize(protocol_version=1, client_capabilities=CAPS)
         out["initialize"] = _check(init.protocol_version == 1, str(init)[:100])
         session = await conn.new_session(cwd=cwd, mcp_servers=[])
@@ -351,7 +353,7 @@ async def run_python_sdk(hub: HubHandle, transport: str, cwd: str, logs: Path) -
 
         for method in ("session/load", "session/resume"):
             second = MatrixEditor()
-            async with _sdk(transport, hub, logs, second) as other:
+            async with sdk_client(transport, hub, logs, second, unstable=True) as other:
                 await other.initialize(protocol_version=1, client_capabilities=CAPS)
 
                 async def take(
@@ -437,4 +439,4 @@ async def run_matrix(logs: Path | None = None) -> dict[str, Outcomes]:
         return results
 
 
-__all__ = ["run_matrix", "run_python_sdk", "run_raw", "run_typescript_sdk"]
+__all__ = ["run_matrix", "run_python_sdk", "run_raw", "run_typescript_sdk", "sdk_client"]

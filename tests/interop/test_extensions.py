@@ -10,25 +10,20 @@ attached client, the agent's request to the client whose prompt runs.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from acp import connect_to_agent, text_block
-from acp.client.connection import ClientSideConnection
-from acp.http.client import create_http_stream
-from acp.ws.client import create_websocket_stream
+from acp import text_block
 
 from hub.protocol.errors import FORBIDDEN, METHOD_NOT_FOUND
 from hub.settings import Settings
-from tests.bridge.harness import EditorClient, spawn_bridge
+from tests.bridge.harness import EditorClient
 from tests.credentials import token
+from tests.interop.scenario import sdk_client
 from tests.server.harness import (
     AcpClient,
-    HubHandle,
     RpcFailure,
     acp_client,
     running_hub,
@@ -68,28 +63,6 @@ class AskedEditor(EditorClient):
             self.progress.append(params)
         await super().ext_notification(method, params)
         self._touch()
-
-
-@asynccontextmanager
-async def sdk_client(
-    transport: str, hub: HubHandle, tmp_path: Path, editor: EditorClient
-) -> AsyncIterator[ClientSideConnection]:
-    """The Python SDK's client over ``transport``: WebSocket, Streamable HTTP, or stdio
-    through ``acp-hub bridge``."""
-    if transport == "bridge":
-        async with spawn_bridge(hub.url, tmp_path, editor=editor) as run:
-            yield run.conn
-        return
-    stream = (
-        create_http_stream(hub.http_acp)
-        if transport == "http"
-        else await create_websocket_stream(hub.url)
-    )
-    conn = connect_to_agent(editor, stream)
-    try:
-        yield conn
-    finally:
-        await conn.close()
 
 
 @pytest.mark.parametrize("transport", ["ws", "http", "bridge"])
@@ -259,6 +232,7 @@ async def test_raw_clients_of_each_version_get_the_agents_extension_messages(
         assert asked["params"] == {"sessionId": sid, "q": "which size?"}
         await owner.answer(asked["id"], {"answer": version})
 
+        # Set up like the tests around it: each test spells out its own scenario.
         def said() -> str:
             return "".join(
                 str(p["update"].get("content", {}).get("text"))

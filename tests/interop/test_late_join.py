@@ -15,11 +15,9 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-from acp import connect_to_agent
-from acp.http.client import create_http_stream
-from acp.ws.client import create_websocket_stream
 
 from tests.bridge.harness import EditorClient
+from tests.interop.scenario import sdk_client
 from tests.peers import paths
 from tests.server.harness import acp_client, running_hub, scripted_agent
 from tests.support import require_binary
@@ -45,7 +43,9 @@ async def _changed(editor: EditorClient, predicate: Any) -> None:
 
 @pytest.mark.parametrize("transport", ["http", "ws"])
 @pytest.mark.parametrize("how", ["load", "resume"])
-async def test_a_late_sdk_client_catches_up_on_a_session(transport: str, how: str) -> None:
+async def test_a_late_sdk_client_catches_up_on_a_session(
+    transport: str, how: str, tmp_path: Path
+) -> None:
     async with (
         running_hub([scripted_agent("scripted", 2)]) as hub,
         acp_client(hub.url, version=2) as owner,
@@ -57,13 +57,7 @@ async def test_a_late_sdk_client_catches_up_on_a_session(transport: str, how: st
         assert "all done" in expected
 
         editor = EditorClient()
-        stream = (
-            create_http_stream(hub.http_acp)
-            if transport == "http"
-            else await create_websocket_stream(hub.url)
-        )
-        conn = connect_to_agent(editor, stream)
-        try:
+        async with sdk_client(transport, hub, tmp_path, editor) as conn:
             await conn.initialize(protocol_version=1)
             if how == "load":
                 # session/load replays the whole history (the answer follows it).
@@ -76,8 +70,6 @@ async def test_a_late_sdk_client_catches_up_on_a_session(transport: str, how: st
                 await conn.resume_session(cwd="/tmp", session_id=session_id, **meta)
             await _changed(editor, lambda: "all done" in _texts(editor.updates))
             assert _texts(editor.updates) == expected
-        finally:
-            await conn.close()
 
 
 TS_LATE_JOINER = """

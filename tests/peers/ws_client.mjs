@@ -20,6 +20,7 @@ import { createWebSocketStream } from "acp-sdk-v2/experimental/ws-client";
 import * as v1 from "acp-sdk-v2";
 import * as v2 from "acp-sdk-v2/experimental/v2";
 
+// The flags of hub_client.mjs: each client is a standalone script run by node.
 function parseArgs(argv) {
   const options = { protocol: 2, prompt: "hello", cwd: process.cwd(), permission: "allow", headers: {} };
   const rest = [...argv];

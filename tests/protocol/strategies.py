@@ -213,6 +213,7 @@ exit_statuses = st.builds(
 )
 
 
+# One strategy per variant: alike in shape only.
 @st.composite
 def terminal_updates(draw: st.DrawFn) -> Update:
     return build(

@@ -12,6 +12,8 @@ import pytest
 from hub.protocol.client_v1 import ClientV1Renderer
 from hub.protocol.errors import InvalidParams
 from hub.protocol.tool_calls import TOOL_TITLE
+
+# The shared harness's names, imported by every test module that uses them.
 from tests.protocol.translation import (
     CLIENT_CASES,
     V2_OPTIONS,
@@ -269,6 +271,7 @@ def test_terminal_bytes_are_bounded_cleared_and_exit_rendered() -> None:
         )
         == "\n[exited]"
     )
+    # One assertion per terminal update shape: alike in shape only.
     assert (
         terminal_text(
             renderer, {"sessionUpdate": "terminal_update", "terminalId": "t", "exitStatus": None}

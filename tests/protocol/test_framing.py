@@ -19,7 +19,9 @@ def norm(items: list[bytes | LineTooLong]) -> list[Item]:
     return [("too long", i.limit) if isinstance(i, LineTooLong) else i for i in items]
 
 
-def decode_chunks(chunks: list[bytes], max_line: int = DEFAULT_MAX_LINE) -> list[Item]:
+def feed_all(chunks: list[bytes], max_line: int) -> list[bytes | LineTooLong]:
+    """What one decoder yields for ``chunks``, then its close; it never buffers more than a
+    line."""
     decoder = LineDecoder(max_line)
     out: list[bytes | LineTooLong] = []
     for chunk in chunks:
@@ -27,7 +29,11 @@ def decode_chunks(chunks: list[bytes], max_line: int = DEFAULT_MAX_LINE) -> list
         assert decoder.buffered <= max_line
     out += decoder.close()
     assert decoder.buffered == 0
-    return norm(out)
+    return out
+
+
+def decode_chunks(chunks: list[bytes], max_line: int = DEFAULT_MAX_LINE) -> list[Item]:
+    return norm(feed_all(chunks, max_line))
 
 
 def reference(stream: bytes, max_line: int) -> list[Item]:
@@ -250,13 +256,7 @@ def test_any_chunking_gives_the_same_lines(
 def test_fuzz_random_bytes_only_yield_lines_or_named_errors(
     data: st.DataObject, stream: bytes, max_line: int
 ) -> None:
-    chunks = data.draw(chunked(stream))
-    decoder = LineDecoder(max_line)
-    out: list[bytes | LineTooLong] = []
-    for chunk in chunks:
-        out += decoder.feed(chunk)
-        assert decoder.buffered <= max_line
-    out += decoder.close()
+    out = feed_all(data.draw(chunked(stream)), max_line)
     for item in out:
         if isinstance(item, LineTooLong):
             assert item.limit == max_line

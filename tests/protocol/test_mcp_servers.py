@@ -83,6 +83,7 @@ def test_mcp_servers_v1_to_v2(v1: Schema, v2: Schema) -> None:
 
 
 def test_a_v2_clients_mcp_servers_are_checked(v2: Schema) -> None:
+    # The servers of the first test, for the other direction of the translation.
     good: list[Json] = [
         {"type": "stdio", "name": "fs", "command": "/bin/fs"},
         {

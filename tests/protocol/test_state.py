@@ -144,6 +144,7 @@ def test_many_text_chunks_fold_into_one_block() -> None:
     assert message["content"] == [{"type": "text", "text": "0123456789" * 100}]
 
 
+# Another variant's fold: alike in shape, each test spells out its updates.
 def test_message_update_replaces_clears_and_patches() -> None:
     """The RFD examples: content replaces chunks, chunks append after, omitted is unchanged."""
     state = fold(
@@ -486,6 +487,7 @@ def test_permission_record_lifecycle() -> None:
     assert state.pending_permissions == {
         "perm_1": {k: v for k, v in HUB["_hub_permission"].items() if k != "sessionUpdate"}
     }
+    # A resolved permission as in test_compact.py: each module spells out its updates.
     resolved = {
         "sessionUpdate": "_hub_permission",
         "permissionId": "perm_1",

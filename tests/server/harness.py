@@ -149,6 +149,21 @@ class RpcFailure(Exception):
         return int(self.error["code"])
 
 
+def initialize_params(version: int, name: str, /, **hub_meta: Any) -> dict[str, Any]:
+    """``initialize``'s params of a client called ``name`` speaking ``version``, with
+    ``hub_meta`` as its ``_meta["acp-hub"]``."""
+    params: dict[str, Any] = {"protocolVersion": version}
+    if version >= 2:
+        params["info"] = {"name": name, "version": "1"}
+        params["capabilities"] = {}
+    else:
+        params["clientInfo"] = {"name": name, "version": "1"}
+        params["clientCapabilities"] = {}
+    if hub_meta:
+        params["_meta"] = {"acp-hub": hub_meta}
+    return params
+
+
 @dataclass
 class AcpClient:
     """A recording ACP client over a real WebSocket (see the module docstring)."""
@@ -249,15 +264,7 @@ class AcpClient:
     # -- ACP helpers -------------------------------------------------------------------------
 
     async def initialize(self, **hub_meta: Any) -> dict[str, Any]:
-        params: dict[str, Any] = {"protocolVersion": self.version}
-        if self.version >= 2:
-            params["info"] = {"name": "test-client", "version": "1"}
-            params["capabilities"] = {}
-        else:
-            params["clientInfo"] = {"name": "test-client", "version": "1"}
-            params["clientCapabilities"] = {}
-        if hub_meta:
-            params["_meta"] = {"acp-hub": hub_meta}
+        params = initialize_params(self.version, "test-client", **hub_meta)
         self.init_result = await self.call("initialize", params)
         return self.init_result
 

@@ -20,7 +20,7 @@ import anyio.abc
 import httpx
 import orjson
 
-from tests.server.harness import TIMEOUT, RpcFailure
+from tests.server.harness import TIMEOUT, RpcFailure, initialize_params
 
 SESSION_SCOPED = {
     "session/prompt",
@@ -89,6 +89,7 @@ class HttpAcp:
     _changed: anyio.Event = field(default_factory=anyio.Event)
     _next_id: int = 0
 
+    # The wait of tests/agents/harness.py's sink, on this client's own changes.
     def _touch(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
@@ -191,15 +192,7 @@ class HttpAcp:
         assert response.status_code == 202, response.text
 
     async def initialize(self, **hub_meta: Any) -> dict[str, Any]:
-        params: dict[str, Any] = {"protocolVersion": self.version}
-        if self.version >= 2:
-            params["info"] = {"name": "http-client", "version": "1"}
-            params["capabilities"] = {}
-        else:
-            params["clientInfo"] = {"name": "http-client", "version": "1"}
-            params["clientCapabilities"] = {}
-        if hub_meta:
-            params["_meta"] = {"acp-hub": hub_meta}
+        params = initialize_params(self.version, "http-client", **hub_meta)
         message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
         response = await self.post(message)
         assert response.status_code == 200, response.text

@@ -67,6 +67,7 @@ async def test_an_update_nested_too_deep_is_dropped_before_the_fold(
     assert sum("dropped a malformed update" in r.getMessage() for r in caplog.records) == 2
 
 
+# Each fault on a hub of its own: alike in shape only.
 async def test_a_malformed_elicitation_is_refused_and_shown_to_nobody(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -1008,6 +1008,7 @@ async def test_attach_history_policies_and_disconnect_notices() -> None:
 
 
 async def test_a_lost_agent_resolves_its_pending_request_cancelled() -> None:
+    # Set up like the tests around it: each test spells out its own scenario.
     async with (
         running_hub([scripted_agent()]) as hub,
         acp_client(hub.url, 2, name="owner") as owner,

@@ -21,6 +21,8 @@ from hub.protocol.state import SessionState
 from hub.server.outbox import Outbox
 from hub.sessions.session import Session
 from hub.settings import PermissionPolicy, Settings
+
+# The shared harness's names, imported by every test module that uses them.
 from tests.server.harness import (
     AcpClient,
     HubHandle,

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-from hub.agents.sessions import MAX_BOUND_ELICITATIONS, AgentSession, SessionTable
+from hub.agents.session_table import MAX_BOUND_ELICITATIONS, AgentSession, SessionTable
 from hub.agents.sink import SessionSink
 from hub.sessions.elicitation import COMPLETION_TTL, MAX_AWAITED_COMPLETIONS, Elicitations
 from hub.sessions.session import Session

@@ -193,6 +193,7 @@ frames = st.one_of(
 )
 
 
+# As test_fuzz_agent.py's corpus(), of other lines: each fuzz module stands alone.
 def corpus(size: int, seed: int) -> list[str]:
     """``size`` frames drawn from ``frames`` (hypothesis as a generator, reproducible by seed)."""
     out: list[str] = []
@@ -404,6 +405,7 @@ http_requests = st.fixed_dictionaries(
 )
 
 
+# Hypothesis as a generator, set as for corpus() above (no database, seeded).
 def http_corpus(size: int, seed: int) -> list[dict[str, Any]]:
     """``size`` HTTP requests drawn from ``http_requests`` (reproducible by seed)."""
     out: list[dict[str, Any]] = []

@@ -13,6 +13,8 @@ from websockets.frames import Frame, Opcode
 
 from hub.sessions.session import Session
 from hub.settings import Settings
+
+# The shared harness's names, imported by every test module that uses them.
 from tests.server.harness import (
     AcpClient,
     HubHandle,
@@ -320,6 +322,7 @@ async def test_a_reader_stuck_past_the_keepalive_still_gets_its_frames_and_1013(
 async def test_a_silent_reader_with_nothing_to_read_is_closed_with_1011() -> None:
     # No data waits for it: a client that does not answer is not called a slow consumer.
     settings = Settings(ping_interval=0.5, ping_timeout=0.5)
+    # Set up like the tests around it: each test spells out its own scenario.
     async with (
         running_hub([scripted_agent()], settings) as hub,
         acp_client(hub.url) as owner,
@@ -546,12 +549,16 @@ class RawClient:
                 finally:
                     self.sock.setblocking(False)
 
-    async def _pump(self, done: Any, timeout: float = 30.0) -> None:
+    async def _pump(
+        self, done: Any, timeout: float = 30.0, *, size: int = 65536, pace: float = 0.0
+    ) -> None:
+        """Read until ``done()`` or the end of the stream, ``size`` bytes a read at most and,
+        with ``pace``, that many seconds after each read (a slow link's pace)."""
         with anyio.fail_after(timeout):
             while not done() and not self.eof:
                 await anyio.wait_readable(self.sock)
                 try:
-                    data = self.sock.recv(65536)
+                    data = self.sock.recv(size)
                 except BlockingIOError:
                     continue
                 except ConnectionResetError:
@@ -567,6 +574,8 @@ class RawClient:
                         message = orjson.loads(event.data)
                         self.messages.extend(message if isinstance(message, list) else [message])
                 self._flush()
+                if pace:
+                    await anyio.sleep(pace)  # the slow link's pace, not a wait for an event
 
     async def call(self, message: dict[str, Any]) -> None:
         self.protocol.send_text(orjson.dumps(message))

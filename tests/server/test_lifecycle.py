@@ -27,6 +27,7 @@ def _texts(client: AcpClient, sid: str) -> str:
 async def test_three_clients_on_the_typescript_dual_version_agent(protocol: ProtocolChoice) -> None:
     node = require_binary("node")
     agent = AgentSpec(name="ts", command=node, args=(str(ts_dual_agent_js()),), protocol=protocol)
+    # Set up like the tests around it: each test spells out its own scenario.
     async with (
         running_hub([agent]) as hub,
         acp_client(hub.url, 2) as a,

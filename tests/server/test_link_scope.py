@@ -12,7 +12,6 @@ A link this node does not know, checked while the store is down, is ``503``, not
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -21,13 +20,13 @@ from typing import Any
 
 import httpx
 import pytest
-from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus
 
 from hub.access.gate import Gate
 from hub.settings import Settings
-from tests.credentials import AUTHORITY, token
-from tests.redis_server import RedisServer
+from tests.credentials import AUTHORITY, admission, token
+from tests.redis_server import RedisServer, store_setting
+
+# The shared harness's names, imported by every test module that uses them.
 from tests.server.harness import (
     AcpClient,
     HubHandle,
@@ -79,15 +78,6 @@ async def refusal(client: Caller, method: str, params: dict[str, Any]) -> dict[s
 
 async def refusal_code(client: Caller, method: str, params: dict[str, Any]) -> int:
     return int((await refusal(client, method, params))["code"])
-
-
-async def admission(url: str) -> str:
-    """``"ok"`` when ``url`` is admitted (and closed again), else the refusal's code."""
-    try:
-        async with connect(url):
-            return "ok"
-    except InvalidStatus as refused:
-        return str(json.loads(refused.response.body)["error"])
 
 
 async def closed(client: AcpClient) -> None:
@@ -237,20 +227,11 @@ async def hub_on(store: str, tmp_path: Path, name: str) -> AsyncIterator[HubHand
         yield hub
 
 
-def store_of(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    if kind == "memory":
-        return "memory"
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path}/hub.db"
-    redis: RedisServer = request.getfixturevalue("redis_server")
-    return redis.url
-
-
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "redis"])
 async def test_revoking_a_link_revokes_the_links_it_minted(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    store = store_of(kind, tmp_path, request)
+    store = store_setting(kind, tmp_path / "hub.db", request)
     async with hub_on(store, tmp_path, "a") as hub, acp_client(hub.url) as owner:
         sid = await owner.new_session()
         parent = await share(owner, sid, "driver")

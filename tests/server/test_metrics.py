@@ -16,6 +16,8 @@ from hub.server.metrics import close_code_label
 from hub.sessions.session import Session
 from hub.settings import Settings
 from tests.redis_server import RedisServer
+
+# The shared harness's names, imported by every test module that uses them.
 from tests.server.harness import (
     AcpClient,
     HubHandle,
@@ -272,7 +274,8 @@ def test_a_client_cannot_mint_close_code_series() -> None:
 
 
 def test_the_token_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hub.cli import _parser, build
+    from hub.cli import _parser
+    from hub.cli.serve import build
 
     monkeypatch.setenv("ACP_HUB_METRICS_TOKEN", TOKEN)
     settings, _, _ = build(_parser().parse_args(["demo"]))

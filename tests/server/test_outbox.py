@@ -97,6 +97,7 @@ async def test_pages_keep_their_place_and_are_built_only_as_they_are_sent() -> N
     assert built == [0, 1, 2]
 
 
+# Set up like the tests around it: each test spells out its own scenario.
 async def test_a_blocked_transport_stops_the_building_of_pages() -> None:
     writer = Recorder()
     outbox = Outbox(writer, limit=1 << 20)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hub.server.ratelimit import TokenBucket
+from hub.ratelimit import TokenBucket
 
 
 def test_a_burst_is_granted_then_refused_with_the_time_to_wait() -> None:

@@ -147,6 +147,7 @@ async def test_a_closed_subscriber_is_dropped() -> None:
         assert watch.subscribers == {}
 
 
+# Set up like the tests around it: each test spells out its own scenario.
 async def test_a_subscriber_limited_to_some_sessions_hears_of_those_only() -> None:
     """The ``visible`` test a credential scoped to some sessions gives the watch."""
     async with (

@@ -14,9 +14,7 @@ import contextlib
 from typing import Any
 
 import anyio
-import orjson
 import pytest
-from websockets.frames import Frame, Opcode
 
 from hub.server import transport
 from hub.settings import Settings
@@ -34,27 +32,7 @@ PACE_S = 0.01  # one CHUNK per PACE_S at most: about 400 KB/s
 async def drain_slowly(client: RawClient) -> tuple[list[dict[str, Any]], int | None]:
     """Read everything until the server closes, at a slow link's pace; return the
     messages and the close code."""
-    with anyio.fail_after(120):
-        while client.protocol.close_rcvd is None and not client.eof:
-            await anyio.wait_readable(client.sock)
-            try:
-                data = client.sock.recv(CHUNK)
-            except BlockingIOError:
-                continue
-            except ConnectionResetError:
-                client.reset = True
-                data = b""
-            if data:
-                client.protocol.receive_data(data)
-            else:
-                client.eof = True
-                client.protocol.receive_eof()
-            for event in client.protocol.events_received():
-                if isinstance(event, Frame) and event.opcode is Opcode.TEXT:
-                    message = orjson.loads(event.data)
-                    client.messages.extend(message if isinstance(message, list) else [message])
-            client._flush()
-            await anyio.sleep(PACE_S)  # the slow link's pace, not a wait for an event
+    await client._pump(lambda: client.protocol.close_rcvd is not None, 120, size=CHUNK, pace=PACE_S)
     rcvd = client.protocol.close_rcvd
     client.sock.close()
     return client.messages, None if rcvd is None else rcvd.code

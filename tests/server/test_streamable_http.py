@@ -273,6 +273,7 @@ async def test_a_last_event_id_the_stream_no_longer_keeps_resumes_from_the_curso
         assert client.seqs(session_id)[before:] == list(range(cursor + 1, last + 1))
 
 
+# Set up like the tests around it: each test spells out its own scenario.
 async def test_a_sse_reader_that_does_not_read_is_a_slow_consumer() -> None:
     settings = Settings(outbox_bytes=32 * 1024)
     async with (
@@ -457,6 +458,7 @@ process.exit(0);
 
 
 async def test_the_typescript_sdk_http_client_runs_a_whole_turn(tmp_path: Path) -> None:
+    # The TypeScript SDK found as in test_late_join.py: each test skips on its own.
     # The TypeScript SDK 1.9.0's Streamable HTTP client (dist/http-stream.js, the transport of
     # its examples/http-client.js) as a second, independent implementation of the RFD.
     node = require_binary("node")

@@ -80,6 +80,7 @@ async def serving(tmp_path: Path, name: str, *args: str) -> AsyncIterator[tuple[
             stdin=subprocess.DEVNULL,
             stderr=log_file,
         )
+    # A process of its own whose output the test reads as it comes (not tests/hubproc.py).
     try:
         assert process.stdout is not None
         out = b""

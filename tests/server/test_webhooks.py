@@ -256,6 +256,7 @@ async def test_an_elicitation_waiting_is_a_notice() -> None:
     assert posted.json["detail"]["message"] == asked["params"]["message"]
 
 
+# Set up like the tests around it: each test spells out its own scenario.
 async def test_a_request_a_rule_answers_is_no_notice() -> None:
     async with webhook_receiver() as receiver:
         hook = {

@@ -76,6 +76,7 @@ async def test_the_only_approver_comes_back_and_its_answer_counts() -> None:
         assert "reason" not in final
 
 
+# A session and clients set up as in the tests around it: each reads alone.
 async def test_the_grace_ends_cancelled_with_its_reason() -> None:
     async with hub_session(answer_grace=0.1) as (session, _, tg):
         approver, viewer = Client("c-a", role="approver"), Client("c-v", role="viewer")

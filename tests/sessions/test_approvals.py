@@ -217,6 +217,7 @@ async def test_under_consensus_an_option_of_unknown_kind_needs_the_quorum() -> N
         {"optionId": "s", "name": "Reject", "kind": "_acme_allow_session"},
         {"optionId": "n", "name": "No", "kind": "reject_once"},
     ]
+    # A session and clients set up as in the tests around it: each reads alone.
     async with hub_session(permission_policy="consensus", consensus_quorum=2) as (session, _, tg):
         a = Client("c-a", role="approver", principal="alice")
         b = Client("c-b", role="approver", principal="bob")

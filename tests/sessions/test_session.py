@@ -193,6 +193,7 @@ async def test_prompts_queue_behind_the_turn_and_start_in_order_when_it_ends() -
 async def test_a_v1_sender_is_answered_with_the_stop_reason_of_its_turn() -> None:
     async with hub_session() as (session, _, tg):
         v1 = Client("c-1", version=1)
+        # A session and clients set up as in the tests around it: each reads alone.
         join(session, v1)
         answers: list[dict[str, Any]] = []
 
@@ -305,6 +306,7 @@ async def test_a_prompt_cancelled_while_the_agent_takes_it_releases_the_turn() -
         assert session.turns.current is None
         assert agent.gate is not None
         agent.gate.set()
+        # A session and clients set up as in the tests around it: each reads alone.
         assert (await session.prompt(owner, text("two")))["messageId"] == "u-2"
 
 
@@ -407,6 +409,7 @@ async def test_a_malformed_answer_is_refused_and_asked_again() -> None:
         assert outcomes[0]["optionId"] == "allow"
 
 
+# A session and clients set up as in the tests around it: each reads alone.
 async def test_a_request_nobody_may_answer_any_more_is_cancelled() -> None:
     async with hub_session() as (session, _, tg):
         a, viewer = Client("c-a", role="approver"), Client("c-v", role="viewer")
@@ -481,6 +484,7 @@ async def test_the_agent_going_away_ends_the_turn_and_its_requests() -> None:
         await until(lambda: bool(outcomes))
         assert outcomes == [{"outcome": "cancelled"}]
         assert not session.turns.busy
+        # A session and clients set up as in the tests around it: each reads alone.
         assert owner.updates("_hub_agent")[-1]["status"] == "exited"
 
 
@@ -491,6 +495,7 @@ async def test_an_elicitation_goes_to_the_turns_sender_and_a_detach_answers_canc
     async with hub_session(answer_grace=0) as (session, _, tg):
         owner, driver = Client("c-o"), Client("c-d", role="driver")
         join(session, owner)
+        # The elicitation of test_answer_grace.py, here with no grace: each test reads alone.
         join(session, driver)
         await session.prompt(driver, text("one"))
         answers: list[dict[str, Any]] = []

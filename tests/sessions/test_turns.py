@@ -94,6 +94,7 @@ async def test_the_queue_says_who_waits_with_what_and_drops_what_is_withdrawn() 
         assert b.updates("_hub_queue")[-1]["entries"] == []
 
 
+# A session and clients set up as in the tests around it: each reads alone.
 async def test_a_queued_v2_prompt_keeps_the_id_the_hub_minted_for_its_user_message() -> None:
     async with hub_session() as (session, agent, _):
         a, b = Client("c-a"), Client("c-b")

@@ -261,6 +261,7 @@ async def test_a_node_that_lost_its_lease_moves_its_clients(
         assert joined == list(range(joined[0], joined[0] + len(joined)))
 
 
+# Nodes and clients set up as in the other node tests: each reads as its scenario.
 async def test_policies_config_and_close_from_another_node(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:

@@ -20,6 +20,7 @@ from tests.store.nodes import turns_ended, updates_of, watch
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
+# Nodes and clients set up as in the other node tests: each reads as its scenario.
 async def test_extension_requests_cross_nodes_both_ways(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:

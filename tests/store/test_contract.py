@@ -25,7 +25,7 @@ from hub.store import SessionRecord, Store, open_store, parse_store_url
 from hub.store.durable import DurableStore, WrittenLog
 from hub.store.log import EventLog, Row
 from hub.store.redis import RedisStore
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, store_setting
 
 KINDS = ["memory", "sqlite", "redis"]
 BOUNDS = {"max_events": 1000, "max_bytes": 1 << 24}
@@ -33,13 +33,7 @@ BOUNDS = {"max_events": 1000, "max_bytes": 1 << 24}
 
 @pytest.fixture(params=KINDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    kind = request.param
-    if kind == "memory":
-        return "memory"
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path}/data/hub.db"
-    server: RedisServer = request.getfixturevalue("redis_server")
-    return server.url
+    return store_setting(request.param, tmp_path / "data" / "hub.db", request)
 
 
 @asynccontextmanager
@@ -141,6 +135,7 @@ async def test_appended_events_read_back_after_any_seq(store_url: str) -> None:
         assert await store.read_after("s-unknown", 0) is None
 
 
+# A store and a writer of its own, as in the tests around it: each reads alone.
 async def test_v1_frames_and_their_sharing_survive(store_url: str) -> None:
     async with running(store_url) as store:
         log = store.open_log("s-1", **BOUNDS)

@@ -125,6 +125,7 @@ async def test_a_prompt_during_failover_runs_on_the_next_owner_without_an_error(
 ) -> None:
     cwd = tmp_path / "project"
     cwd.mkdir()
+    # Nodes and clients set up as in the other node tests: each reads as its scenario.
     async with (
         hub_nodes(tmp_path, redis_server.url, hub={"node_lease": 10.0}) as (a, b, c),
         AsyncExitStack() as stack,

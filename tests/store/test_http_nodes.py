@@ -134,6 +134,7 @@ async def test_a_round_robin_client_sees_every_update_once_and_in_order(
         assert "presented by another principal" not in b.log() + c.log()
 
 
+# Nodes and clients set up as in the other node tests: each reads as its scenario.
 async def test_a_session_stream_opens_before_the_resume_on_a_node_not_following_it(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
@@ -177,6 +178,7 @@ async def test_a_session_stream_opens_before_the_resume_on_a_node_not_following_
             assert stranger.statuses["s-does-not-exist"] == 404
 
 
+# Nodes and clients set up as in the other node tests: each reads as its scenario.
 async def test_another_principal_cannot_use_a_connection_through_any_node(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
@@ -299,6 +301,7 @@ async def test_a_connection_whose_node_was_killed_is_answered_404_elsewhere(
 async def test_an_initialize_with_another_nodes_cookie_starts_a_connection_where_it_lands(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
+    # A raw initialize as in test_fuzz_wire.py: these requests go without a client.
     init = {
         "jsonrpc": "2.0",
         "id": 0,

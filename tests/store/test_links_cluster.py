@@ -12,7 +12,6 @@ the store is down.
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from collections.abc import Callable
@@ -22,11 +21,9 @@ from typing import Any
 
 import anyio
 import pytest
-from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus
 
 from hub.store import open_store
-from tests.credentials import AUTHORITY
+from tests.credentials import AUTHORITY, admission
 from tests.hubproc import HubProcess, hub_nodes, hub_process, scripted
 from tests.redis_server import RedisServer
 from tests.server.harness import AcpClient, RpcFailure, acp_client
@@ -38,15 +35,6 @@ WAIT = 10.0
 
 def with_token(node: HubProcess, token: str) -> str:
     return f"ws://127.0.0.1:{node.port}/acp?token={token}"
-
-
-async def admission(url: str) -> str:
-    """``"ok"`` when ``url`` is admitted (the connection is closed again), else the refusal."""
-    try:
-        async with connect(url):
-            return "ok"
-    except InvalidStatus as refused:
-        return str(json.loads(refused.response.body)["error"])
 
 
 async def eventually(
@@ -218,6 +206,7 @@ def legacy_child(parent_id: str, session_id: str) -> tuple[dict[str, Any], str]:
     return record, minted
 
 
+# Nodes and clients set up as in the other node tests: each reads as its scenario.
 async def test_a_link_manages_no_links_on_any_node_and_takes_its_children_along(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:

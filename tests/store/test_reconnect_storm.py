@@ -42,6 +42,7 @@ def cursor_of(client: AcpClient, session_id: str) -> tuple[int, int]:
     return int(last["epoch"]), int(last["seq"])
 
 
+# Nodes and clients set up as in the other node tests: each reads as its scenario.
 async def test_a_thousand_clients_of_a_killed_node_resume_elsewhere(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
@@ -86,6 +87,7 @@ async def test_a_thousand_clients_of_a_killed_node_resume_elsewhere(
             epoch, seq = cursor_of(first, session_id)
             seen = first.seqs(session_id)
             target = (a, b)[index % 2]
+            # The observer's second connection, resuming where the first left off.
             async with limiter:
                 second_cm = acp_client(target.url, open_timeout=HANDSHAKE)
                 second = await second_cm.__aenter__()

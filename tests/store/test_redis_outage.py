@@ -18,6 +18,8 @@ import pytest
 from tests.hubproc import HubProcess, hub_nodes, hub_process, scripted
 from tests.redis_server import RedisServer
 from tests.server.harness import AcpClient, acp_client
+
+# The helpers of tests/store/nodes.py, imported by every node test that uses them.
 from tests.store.nodes import (
     chunks_seen,
     fold_upto,

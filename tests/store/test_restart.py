@@ -202,6 +202,7 @@ async def test_crash_continues_under_a_new_epoch(tmp_path: Path, store_url: str)
                     for p in client.session_updates(session_id)
                 )
             )
+            # The checks after the restart of the test above, for another way to stop.
             assert resets(client, session_id) == 0
             await client.prompt(session_id, "say hello after the crash")
             await client.wait_for(lambda: client.idle_count(session_id) == 1)

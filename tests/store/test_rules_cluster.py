@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hubproc import hub_process, scripted
+from tests.hubproc import hub_nodes
 from tests.redis_server import RedisServer
 from tests.server.harness import acp_client
 from tests.server.test_arbitration import permission_requests
@@ -23,22 +23,10 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 async def test_a_rule_added_on_node_b_answers_on_node_a(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    state = tmp_path / "agent-state"
-    state.mkdir()
-    agent = scripted("--state-dir", str(state))
-    async with AsyncExitStack() as stack:
-        nodes = [
-            await stack.enter_async_context(
-                hub_process(
-                    tmp_path,
-                    redis_server.url,
-                    agent,
-                    name=f"node-{n}",
-                    hub={"node_name": f"node-{n}", "node_lease": LEASE},
-                )
-            )
-            for n in "ab"
-        ]
+    async with (
+        hub_nodes(tmp_path, redis_server.url, "ab", hub={"node_lease": LEASE}) as nodes,
+        AsyncExitStack() as stack,
+    ):
         a = await stack.enter_async_context(acp_client(nodes[0].url))
         b = await stack.enter_async_context(acp_client(nodes[1].url))
         sid = await a.new_session(cwd="/tmp")
@@ -58,5 +46,3 @@ async def test_a_rule_added_on_node_b_answers_on_node_a(
         assert permission_requests(a) == permission_requests(b) == []
         decided = [u for u in hub_updates(b, sid, "_hub_permission") if u["status"] == "resolved"]
         assert decided[-1]["by"]["rule"] == added["ruleId"]
-        for node in nodes:
-            assert "Traceback" not in node.log(), node.log()

@@ -10,7 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hub.cli import _parser, build
+from hub.cli import _parser
+from hub.cli.serve import build
 from hub.settings import Settings
 from hub.store import parse_store_url
 from tests.redis_server import free_port
@@ -34,6 +35,7 @@ def test_store_urls_parse(text: str, kind: str, target: str) -> None:
     assert "pw" not in url.redacted()
 
 
+# Cases of their own: table rows alike in shape only.
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hubproc import hub_process, scripted
+from tests.hubproc import hub_nodes
 from tests.redis_server import RedisServer
 from tests.server.harness import acp_client
 from tests.server.webhook_receiver import webhook_receiver
@@ -27,23 +27,10 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def test_three_nodes_post_each_notice_once(tmp_path: Path, redis_server: RedisServer) -> None:
-    state = tmp_path / "agent-state"
-    state.mkdir()
-    agent = scripted("--state-dir", str(state))
     async with webhook_receiver() as receiver, AsyncExitStack() as stack:
         hook = {"name": "team", "url": receiver.url(), "events": ["turn_ended"]}
-        nodes = [
-            await stack.enter_async_context(
-                hub_process(
-                    tmp_path,
-                    redis_server.url,
-                    agent,
-                    name=f"node-{n}",
-                    hub={"node_name": f"node-{n}", "node_lease": LEASE, "webhooks": [hook]},
-                )
-            )
-            for n in "abc"
-        ]
+        hub = {"node_lease": LEASE, "webhooks": [hook]}
+        nodes = await stack.enter_async_context(hub_nodes(tmp_path, redis_server.url, hub=hub))
         clients = [await stack.enter_async_context(acp_client(n.url)) for n in nodes]
         a, b, c = clients
         shared = await a.new_session(cwd="/tmp")
@@ -69,5 +56,3 @@ async def test_three_nodes_post_each_notice_once(tmp_path: Path, redis_server: R
         assert all(posted.count(sid) == 1 for sid in own)
         seqs = [r.json["seq"] for r in receiver.received if r.json["session"]["id"] == shared]
         assert len(set(seqs)) == 2
-        for node in nodes:
-            assert "Traceback" not in node.log(), node.log()

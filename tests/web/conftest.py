@@ -110,6 +110,7 @@ def hub(embedding: Embedding, tmp_path_factory: pytest.TempPathFactory) -> Itera
             pytest.fail(f"the hub did not start (exit {process.wait()})")
         yield Hub(url, owner_url or "")
     finally:
+        # Stopped as test_bench_quick.py's process: a subprocess.Popen each, not anyio.
         process.terminate()
         try:
             process.wait(timeout=10)

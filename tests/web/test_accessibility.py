@@ -200,6 +200,7 @@ def test_keyboard_only_turn_with_a_permission(hub: Hub, new_page: NewPage) -> No
 def test_phone_session_page_and_its_details_have_no_serious_violation(
     hub: Hub, new_page: NewPage, scheme: str
 ) -> None:
+    # The desktop check's steps, on a phone's viewport.
     page = new_page(color_scheme=scheme, viewport={"width": 375, "height": 812})
     start_session(page, hub.url, query="?name=alice")
     send_prompt(page, "tidy up the greeting helper")

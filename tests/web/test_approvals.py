@@ -215,6 +215,7 @@ def test_the_subject_and_raw_input_are_shown_and_a_lying_title_is_flagged(
     expect(request.locator("pre.permission-command")).to_have_text(EVIL)
     expect(request.locator("pre.permission-raw")).to_contain_text(EVIL)
     expect(request.locator(".title-mismatch")).to_be_visible()
+    # Pages opened as in the other browser tests: the set-up is the scenario's first steps.
     request.get_by_role("button", name=re.compile("^Reject")).click()
     wait_idle(page)
 

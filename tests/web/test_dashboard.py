@@ -11,6 +11,8 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support import ROOT
+
+# The shared harness's names, imported by every test module that uses them.
 from tests.web.harness import (
     Hub,
     screenshot,

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from tests.credentials import token
+
+# The shared harness's names, imported by every test module that uses them.
 from tests.web.harness import (
     Embedding,
     Hub,

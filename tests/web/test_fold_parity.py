@@ -341,6 +341,7 @@ def test_the_comparison_sees_a_divergence(module_page: Any) -> None:
     stream = list(v2.values())
     browser = fold_js(module_page, [stream])[0]
     assert browser == project_python(fold_python(stream))
+    # The parity scenario's updates, alike in shape to test_state.py's only.
     # One chunk more on the hub's side only: a text, a tool call's content, a terminal byte.
     for extra in (
         {

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+# The shared harness's names, imported by every test module that uses them.
 from tests.web.harness import (
     SCREENSHOTS_ENV,
     WAIT_MS,

@@ -35,6 +35,7 @@ def host(where: str) -> str:
     return f'<span class="link-host"> ({where})</span>'
 
 
+# Cases of their own: table rows alike in shape only.
 CASES: list[tuple[str, str, str]] = [
     # --- links ---------------------------------------------------------------------------
     (
@@ -276,6 +277,7 @@ async (cases) => {
 }
 """
 
+# Cases of their own: table rows alike in shape only.
 PLAIN_CASES: list[tuple[str, str, str]] = [
     (
         "the demo answer's last lines",

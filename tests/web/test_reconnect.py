@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import expect
 
+# The shared harness's names, imported by every test module that uses them.
 from tests.web.harness import (
     Hub,
     TcpProxy,
@@ -85,6 +86,7 @@ def test_dropped_connection_resumes_after_cursor(
     assert "Allow once by helper" in page.locator(".panel-permissions").inner_text()
 
 
+# Pages opened as in the other browser tests: the set-up is the scenario's first steps.
 def test_a_reload_keeps_the_permission_request_and_the_answer_applies(
     hub: Hub, new_page: NewPage
 ) -> None:
@@ -107,6 +109,7 @@ def test_a_reload_keeps_the_permission_request_and_the_answer_applies(
     assert session in page.url
 
 
+# Pages opened as in the other browser tests: the set-up is the scenario's first steps.
 @pytest.mark.slow
 def test_a_closed_tab_and_a_new_one_keep_the_permission_request(
     hub: Hub, new_page: NewPage

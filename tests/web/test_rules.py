@@ -13,6 +13,7 @@ from tests.credentials import token
 from tests.web.harness import WAIT_MS, Hub, send_prompt, start_session, transcript, wait_idle
 
 
+# Pages opened as in the other browser tests: the set-up is the scenario's first steps.
 def test_always_allow_this_kind_adds_a_rule_that_answers_the_next_request(
     hub: Hub, new_page: Callable[..., Any]
 ) -> None:

@@ -161,6 +161,7 @@ def test_demo_turn_renders_markdown_thoughts_diff_terminal_plan(
     screenshot(dark, "session-dark.png")
 
 
+# Pages opened as in the other browser tests: the set-up is the scenario's first steps.
 def test_reload_rebuilds_the_same_content(hub: Hub, new_page: NewPage) -> None:
     page = new_page()
     session = start_session(page, hub.url, query="?name=carol")

@@ -1,9 +1,12 @@
-"""A token bucket: how many requests a connection may send, and how soon it may send more.
+"""A token bucket: how much a peer may do at once, and how soon it may do more.
 
-Each connection has one bucket of ``burst`` tokens that refills at ``rate`` tokens per second.
-A request takes one token; with none left it is refused with ``-32044`` and the time after
-which one token will be back (``retry_after``, seconds), so a polite client can wait exactly
-that long. The clock is passed in, so the bucket is plain arithmetic and tested without time.
+A bucket holds ``burst`` tokens and refills at ``rate`` tokens per second. The server gives
+each connection one for its requests (``hub.server.connection``): a request takes one token;
+with none left it is refused with ``-32044`` and the time after which one token will be back
+(``retry_after``, seconds), so a polite client can wait exactly that long. ``hub.mistakes``
+gives each connection one for the log lines its mistakes cause. The clock is passed in, so
+the bucket is plain arithmetic and tested without time; it sits at the bottom of the layers,
+beside the settings, so that every layer may use it.
 """
 
 from __future__ import annotations
