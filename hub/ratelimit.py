@@ -11,11 +11,7 @@ beside the settings, so that every layer may use it.
 
 from __future__ import annotations
 
-from typing import Any
-
-from hub.protocol.errors import RATE_LIMITED, RpcError, hub_error
-
-__all__ = ["TokenBucket", "too_many"]
+__all__ = ["TokenBucket"]
 
 
 class TokenBucket:
@@ -45,13 +41,3 @@ class TokenBucket:
             self._tokens -= cost
             return 0.0
         return (cost - self._tokens) / self.rate
-
-
-def too_many(limit: str, *, retry_after: float | None = None) -> RpcError:
-    """``-32044`` for a request over a per-connection limit (``data.limit`` names it; a rate
-    refusal says after how many seconds one request will be accepted again)."""
-    data: dict[str, Any] = {"limit": limit}
-    if retry_after is not None:
-        data["retryAfter"] = round(retry_after, 3)
-        return hub_error(RATE_LIMITED, "Too many requests: slow down", data)
-    return hub_error(RATE_LIMITED, "Too many requests in progress: wait for answers", data)

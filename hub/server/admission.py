@@ -10,10 +10,12 @@ too many connections. A cap of ``0`` means no cap. See ``docs/limits.md``.
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from hub.access.principal import Refusal
+from hub.protocol.errors import RATE_LIMITED, RpcError, hub_error
 
-__all__ = ["ConnectionCaps", "Ticket"]
+__all__ = ["ConnectionCaps", "Ticket", "too_many"]
 
 
 class Ticket:
@@ -84,3 +86,13 @@ def _decrement(counter: Counter[str], key: str) -> None:
     counter[key] -= 1
     if counter[key] <= 0:
         del counter[key]  # no entry per address ever seen: the map stays as small as the load
+
+
+def too_many(limit: str, *, retry_after: float | None = None) -> RpcError:
+    """``-32044`` for a request over a per-connection limit (``data.limit`` names it; a rate
+    refusal says after how many seconds one request will be accepted again)."""
+    data: dict[str, Any] = {"limit": limit}
+    if retry_after is not None:
+        data["retryAfter"] = round(retry_after, 3)
+        return hub_error(RATE_LIMITED, "Too many requests: slow down", data)
+    return hub_error(RATE_LIMITED, "Too many requests in progress: wait for answers", data)

@@ -54,8 +54,8 @@ from hub.protocol.errors import (
 from hub.protocol.idmap import IdMap
 from hub.protocol.jsonrpc import RequestId
 from hub.ratelimit import TokenBucket
-from hub.ratelimit import too_many as _too_many
 from hub.server import close_codes, roles, watch
+from hub.server.admission import too_many as _too_many
 from hub.server.batches import dispatch_batch
 from hub.server.config_rendering import config_result
 from hub.server.methods import ASYNC_METHODS, SYNC_METHODS, AsyncHandler, SyncHandler
