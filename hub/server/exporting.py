@@ -34,7 +34,7 @@ import orjson
 from hub.protocol.compact import compact
 from hub.protocol.errors import FORBIDDEN, hub_error, invalid_params
 from hub.sessions.errors import SessionFailure
-from hub.sessions.session import Session
+from hub.sessions.ops import SessionOps as Session
 from hub.store.export import FORMATS, ExportError, header, jsonl_lines, markdown, read_jsonl
 
 if TYPE_CHECKING:

@@ -41,8 +41,8 @@ from hub.protocol import jsonrpc
 
 if TYPE_CHECKING:
     from hub.server.connection import ClientConnection
+    from hub.sessions.ops import SessionOps as Session
     from hub.sessions.registry import SessionRegistry
-    from hub.sessions.session import Session
 
 log = logging.getLogger("hub.server")
 

@@ -77,6 +77,9 @@ def beat(lease: float) -> tuple[float, float]:
     return ttl, ttl / 3
 
 
+REMOTE_ATTACH = frozenset({"session/resume", "session/load", "session/attach"})
+"""Attaching methods that may name a session another hub node owns."""
+
 RETRY = 0.5
 """Seconds before a failed read of the store is tried again."""
 
@@ -245,15 +248,11 @@ class Cluster:
             return
         log.warning("! %s: another node owns it now; its clients here are moved", session_id)
         session.closed = True
-        for attachment in tuple(session.attached.values()):
-            client = attachment.client
-            if getattr(client, "remote", False):
-                # A stand-in: its client follows the session on its own node, which tells the
-                # new owner about it at its next scan.
-                self.proxies.pop((session_id, client.client_id), None)
-            else:
-                client.notify("_hub/session_closed", {"sessionId": session_id, "moved": True})
-            session.detach(client, reason="moved to another node")
+        # The stand-ins of other nodes' clients: those follow the session on their own node,
+        # which tells the new owner about them at its next scan.
+        for key in [key for key in self.proxies if key[0] == session_id]:
+            del self.proxies[key]
+        session.dismiss({"sessionId": session_id, "moved": True}, "moved to another node")
         self.registry.changed(session)
 
     async def _follow(self) -> None:
@@ -683,7 +682,7 @@ class Cluster:
             cluster=self,
         )
         self.proxies[(session.id, proxy.client_id)] = proxy
-        session.attach(proxy, replay=None, role=role)
+        session.attach(proxy, replay=None, role=role, relayed=True)
         session.announce(proxy)
 
     def _leave(self, session_id: str, client_id: str, reason: str) -> None:
@@ -768,6 +767,19 @@ class Cluster:
         self._asked[rid] = (client, client.request(method, params, on_reply))
 
     # -- mirrors -----------------------------------------------------------------------------
+
+    def follows_first(self, method: str, session_id: Any) -> bool:
+        """Whether ``method`` attaches to a session another node owns that this node does not
+        follow yet (``mirror`` it first)."""
+        return method in REMOTE_ATTACH and self.is_remote(session_id)
+
+    async def close_at_owner(self, client: ClientHandle, session_id: str, *, delete: bool) -> None:
+        """``session/close`` / ``session/delete`` of a session another node owns, for
+        ``client`` of this node: done by the owner."""
+        mirror = self.mirrors.get(session_id)
+        if mirror is None:
+            raise SessionFailure(resource_not_found(f"no session {session_id!r}"))
+        await mirror.close_at_owner(client, delete=delete)
 
     def is_remote(self, session_id: Any) -> bool:
         """Whether ``session_id`` may be a session another node owns, not yet followed here."""

@@ -8,7 +8,7 @@ the requests the owner runs for such a client (``run_method``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from hub.protocol.errors import NOT_OWNER, hub_error, invalid_params
 from hub.sessions import rules
@@ -17,10 +17,18 @@ from hub.sessions.errors import SessionFailure
 from hub.sessions.mirror import FORWARDED_METHODS
 from hub.settings import Role
 
-if TYPE_CHECKING:
-    from hub.sessions.cluster import Cluster
+__all__ = ["Relay", "RemoteClient", "run_method"]
 
-__all__ = ["RemoteClient", "run_method"]
+
+class Relay(Protocol):
+    """Carries what the owner asks or tells a ``RemoteClient`` to the client's node
+    (``hub.sessions.cluster``)."""
+
+    def ask(
+        self, proxy: RemoteClient, method: str, params: dict[str, Any], on_reply: ReplyHandler
+    ) -> Any: ...
+
+    def tell(self, proxy: RemoteClient, message: dict[str, Any]) -> None: ...
 
 
 class _Sink:
@@ -50,8 +58,7 @@ class RemoteClient:
     outbox: _Sink = field(default_factory=_Sink)
     node: str = ""
     session_id: str = ""
-    cluster: Cluster | None = None
-    remote = True
+    cluster: Relay | None = None
 
     def request(self, method: str, params: dict[str, Any], on_reply: ReplyHandler) -> Any:
         if self.cluster is None or not self.node:
