@@ -193,3 +193,60 @@ def test_importing_a_lower_layer_loads_no_server_library(package: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def cycles_of(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles of the import graph ``graph`` (module -> the modules it imports), each once,
+    as the modules along it from its least one."""
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+
+    def visit(module: str, trail: list[str]) -> None:
+        if module in trail:
+            cycle = trail[trail.index(module) :]
+            if min(cycle) == cycle[0]:
+                cycles.append(cycle)
+            return
+        if module in done:
+            return
+        for imported in sorted(graph.get(module, ())):
+            visit(imported, [*trail, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    return cycles
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    """The imports among the modules of ``package``: every import counts, those under
+    ``TYPE_CHECKING`` and inside functions too."""
+    paths = {module_name(f): f for f in (HUB / package.split(".")[1]).glob("*.py")}
+    return {
+        module: {i for i in imports_of(path, module) if i in paths and i != module}
+        for module, path in paths.items()
+    }
+
+
+def test_the_sessions_layer_has_no_import_cycle() -> None:
+    """A session's parts depend on narrow protocols (``hub.sessions.host``,
+    ``hub.sessions.ops``, ``hub.sessions.nodes``), never on the class that composes them."""
+    graph = import_graph("hub.sessions")
+    assert "hub.sessions.cluster" in graph["hub.sessions.registry"]
+    assert cycles_of(graph) == []
+
+
+def test_the_cycle_check_finds_a_cycle_under_type_checking(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("from hub.probe import b\n")
+    (tmp_path / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from hub.probe.c import x\n"
+    )
+    (tmp_path / "c.py").write_text("def f() -> None:\n    from hub.probe import a\n")
+    names = ("hub.probe.a", "hub.probe.b", "hub.probe.c")
+    graph = {
+        name: {i for i in imports_of(tmp_path / f"{name[-1]}.py", name) if i in names}
+        for name in names
+    }
+    assert cycles_of(graph) == [["hub.probe.a", "hub.probe.b", "hub.probe.c"]]
+    del graph["hub.probe.c"]
+    assert cycles_of(graph) == []

@@ -93,12 +93,9 @@ snapshot or a whole record): what ``Session.state_bytes`` counts."""
 class Session:
     """One shared session on one agent; see the module docstring.
 
-    The public API the server builds on: ``attach`` / ``announce`` / ``detach``, the role
-    checks ``role_of`` / ``may`` / ``require``, the client operations ``prompt``, ``cancel``,
-    ``withdraw_prompt``, ``lease_action``, ``set_policy``, ``set_config_option``, ``set_mode``
-    (each raises ``SessionFailure`` or ``AgentError``, both ``RpcFailure``), and the read-only
-    views ``state``, ``log``, ``cursor``, ``config_options``, ``agent_name``, ``summary()``.
-    The ``SessionSink`` callbacks (``on_update``, ``on_permission``, ...) are the agent's side.
+    The server calls it as ``SessionOps`` (``hub.sessions.ops``; the client operations raise
+    ``SessionFailure`` or ``AgentError``, both ``RpcFailure``); its parts see it as ``Host``
+    (``hub.sessions.host``); the ``SessionSink`` callbacks (``on_update``, ...) are the agent's.
     """
 
     def __init__(
