@@ -26,9 +26,13 @@ Four tasks run on every node while its registry runs:
   refused and its leases gone, and lets its sessions go.
 * ``_follow``: reads, with one blocking ``XREAD``, the streams of the sessions this node
   mirrors for its clients (``hub.sessions.mirror``) and hands each mirror its events.
-* ``_inbox``: reads this node's inbox: requests other nodes forwarded for sessions owned here
-  (prompts and cancels from their clients), run as a ``RemoteClient`` with the role the
-  forwarding node gave it, and the answers to requests this node forwarded.
+* ``Relay.run_inbox`` (``hub.sessions.relay``): reads this node's inbox: requests other nodes
+  forwarded for sessions owned here (prompts and cancels from their clients), run as a
+  ``RemoteClient`` with the role the forwarding node gave it, and the answers to requests this
+  node forwarded.
+
+The routing is here too: whether an attach must first follow a session another node owns
+(``follows_first``), and a close of such a session sent to its owner (``close_at_owner``).
 
 A node trusts the other nodes on its Redis: they are one hub (``docs/deployment.md``).
 """

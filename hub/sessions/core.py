@@ -338,4 +338,55 @@ class SessionCore:
         }
 
 
-__all__ = ["Attachment", "Defaults", "SessionCore", "Spawner"]
+class CoreViews:
+    """What a session shows of its ``core``: a session this node owns and one it follows
+    for another node's owner both compose a ``SessionCore`` and show it the same way."""
+
+    core: SessionCore
+
+    @property
+    def state(self) -> SessionState:
+        return self.core.state
+
+    @property
+    def log(self) -> EventLog:
+        return self.core.log
+
+    @property
+    def attached(self) -> dict[str, Attachment]:
+        return self.core.attached
+
+    @property
+    def prompt_policy(self) -> PromptPolicy:
+        return self.core.prompt_policy
+
+    @property
+    def permission_policy(self) -> PermissionPolicy:
+        return self.core.permission_policy
+
+    @property
+    def lost(self) -> bool:
+        return self.core.lost
+
+    @property
+    def cursor(self) -> dict[str, int]:
+        """``{"epoch", "seq"}`` of the last event in the log."""
+        return self.core.cursor
+
+    @property
+    def config_options(self) -> list[Any]:
+        """The agent's current v2 config options."""
+        return self.core.config_options
+
+    def role_of(self, client: ClientHandle) -> Role:
+        return self.core.role_of(client)
+
+    def may(self, client: ClientHandle, needed: Role) -> bool:
+        return self.core.may(client, needed)
+
+    def require(self, client: ClientHandle, needed: Role, action: str) -> None:
+        """Raise ``SessionFailure`` (FORBIDDEN) unless ``client`` has at least ``needed``."""
+        self.core.require(client, needed, action)
+
+
+__all__ = ["Attachment", "CoreViews", "Defaults", "SessionCore", "Spawner"]

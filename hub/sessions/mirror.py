@@ -32,16 +32,16 @@ import orjson
 from hub.protocol.errors import NOT_OWNER, InvalidParams, hub_error
 from hub.protocol.state import SessionState
 from hub.sessions.client import ClientHandle
-from hub.sessions.core import Defaults, SessionCore, Spawner
+from hub.sessions.core import CoreViews, Defaults, SessionCore, Spawner
 from hub.sessions.errors import SessionFailure
 from hub.sessions.extensions import extension_role
 from hub.sessions.metrics import SessionMetrics
 from hub.sessions.ops import Replay, RunningTurn
 from hub.sessions.turns import now_iso
-from hub.settings import PermissionPolicy, PromptPolicy, Role, Settings
+from hub.settings import Role, Settings
 from hub.store import Restored
 from hub.store.codec import update_of
-from hub.store.log import EventLog, Row
+from hub.store.log import Row
 
 log = logging.getLogger("hub.sessions")
 
@@ -63,7 +63,7 @@ class _NoTurns:
 NO_TURNS = _NoTurns()
 
 
-class MirrorSession:
+class MirrorSession(CoreViews):
     """See the module docstring; a ``SessionOps`` (``hub.sessions.ops``)."""
 
     def __init__(
@@ -122,49 +122,8 @@ class MirrorSession:
 
     # -- what the core holds -----------------------------------------------------------------
 
-    @property
-    def state(self) -> SessionState:
-        return self.core.state
-
-    @property
-    def log(self) -> EventLog:
-        return self.core.log
-
-    @property
-    def attached(self) -> dict[str, Any]:
-        return self.core.attached
-
-    @property
-    def lost(self) -> bool:
-        return self.core.lost
-
-    @property
-    def prompt_policy(self) -> PromptPolicy:
-        return self.core.prompt_policy
-
-    @property
-    def permission_policy(self) -> PermissionPolicy:
-        return self.core.permission_policy
-
-    @property
-    def cursor(self) -> dict[str, int]:
-        return self.core.cursor
-
-    @property
-    def config_options(self) -> list[Any]:
-        return self.core.config_options
-
     def summary(self) -> dict[str, Any]:
         return self.core.summary(self.agent_name, self.agent_session_id)
-
-    def role_of(self, client: ClientHandle) -> Role:
-        return self.core.role_of(client)
-
-    def may(self, client: ClientHandle, needed: Role) -> bool:
-        return self.core.may(client, needed)
-
-    def require(self, client: ClientHandle, needed: Role, action: str) -> None:
-        self.core.require(client, needed, action)
 
     # -- attaching: this node's clients, in its own fan-out ----------------------------------
 

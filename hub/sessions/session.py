@@ -49,12 +49,11 @@ from hub.protocol.errors import (
     invalid_params,
 )
 from hub.protocol.jsonrpc import depth_exceeds
-from hub.protocol.state import SessionState
 from hub.sessions import arbiter
 from hub.sessions.agent_handle import AgentHandle
 from hub.sessions.catchup import CatchUp
 from hub.sessions.client import ClientHandle
-from hub.sessions.core import Attachment, Defaults, SessionCore, Spawner
+from hub.sessions.core import Attachment, CoreViews, Defaults, SessionCore, Spawner
 from hub.sessions.elicitation import Elicitations
 from hub.sessions.errors import SessionFailure
 from hub.sessions.extensions import Extensions
@@ -90,7 +89,7 @@ GROWING_VARIANTS: Final = frozenset(
 snapshot or a whole record): what ``Session.state_bytes`` counts."""
 
 
-class Session:
+class Session(CoreViews):
     """One shared session on one agent; see the module docstring.
 
     The server calls it as ``SessionOps`` (``hub.sessions.ops``; the client operations raise
@@ -169,42 +168,13 @@ class Session:
     # -- what the core holds -----------------------------------------------------------------
 
     @property
-    def state(self) -> SessionState:
-        return self.core.state
-
-    @property
-    def log(self) -> EventLog:
-        return self.core.log
-
-    @property
     def metrics(self) -> SessionMetrics:
         """Where the session counts and times what it does (the hub's ``/metrics``)."""
         return self.core.metrics
 
     @property
-    def attached(self) -> dict[str, Attachment]:
-        return self.core.attached
-
-    @property
     def catch_up(self) -> CatchUp:
         return self.core.catch_up
-
-    @property
-    def prompt_policy(self) -> PromptPolicy:
-        return self.core.prompt_policy
-
-    @property
-    def permission_policy(self) -> PermissionPolicy:
-        return self.core.permission_policy
-
-    @property
-    def lost(self) -> bool:
-        return self.core.lost
-
-    @property
-    def cursor(self) -> dict[str, int]:
-        """``{"epoch", "seq"}`` of the last event in the log."""
-        return self.core.cursor
 
     def mint(self, prefix: str) -> str:
         """A new id unique in this session (``q-3``, ``perm-4``)."""
@@ -230,16 +200,6 @@ class Session:
         """Send a notification to every attached client (``via_attach``: only to those that
         attached with ``session/attach``, which asked for the proposal's notices)."""
         self.core.notify_attached(method, params, via_attach=via_attach)
-
-    def role_of(self, client: ClientHandle) -> Role:
-        return self.core.role_of(client)
-
-    def may(self, client: ClientHandle, needed: Role) -> bool:
-        return self.core.may(client, needed)
-
-    def require(self, client: ClientHandle, needed: Role, action: str) -> None:
-        """Raise ``SessionFailure`` (FORBIDDEN) unless ``client`` has at least ``needed``."""
-        self.core.require(client, needed, action)
 
     # -- the log and fan-out -----------------------------------------------------------------
 
@@ -566,11 +526,6 @@ class Session:
     @property
     def agent_name(self) -> str:
         return self.agent.name
-
-    @property
-    def config_options(self) -> list[Any]:
-        """The agent's current v2 config options."""
-        return self.core.config_options
 
     @property
     def v1(self) -> ClientV1Renderer:
