@@ -49,6 +49,7 @@ from hub.sessions.client import ClientHandle
 from hub.sessions.errors import SessionFailure
 from hub.sessions.mirror import Gap, MirrorSession
 from hub.sessions.nodes import FOLLOW_BLOCK, RETRY, Node, beat
+from hub.sessions.ops import SessionOps
 from hub.sessions.relay import Relay
 from hub.store import SessionRecord, SharedStore, StoreError
 
@@ -270,13 +271,14 @@ class Cluster:
         follow yet (``mirror`` it first)."""
         return method in REMOTE_ATTACH and self.is_remote(session_id)
 
-    async def close_at_owner(self, client: ClientHandle, session_id: str, *, delete: bool) -> None:
-        """``session/close`` / ``session/delete`` of a session another node owns, for
-        ``client`` of this node: done by the owner."""
-        mirror = self.mirrors.get(session_id)
-        if mirror is None:
-            raise SessionFailure(resource_not_found(f"no session {session_id!r}"))
-        await mirror.close_at_owner(client, delete=delete)
+    async def close_at_owner(
+        self, client: ClientHandle, found: SessionOps, *, delete: bool
+    ) -> None:
+        """``session/close`` / ``session/delete`` of a session this node does not own, for
+        ``client`` of this node: done by the owner when ``found`` is a mirror (one closed here
+        already is gone)."""
+        if isinstance(found, MirrorSession):
+            await found.close_at_owner(client, delete=delete)
 
     def is_remote(self, session_id: Any) -> bool:
         """Whether ``session_id`` may be a session another node owns, not yet followed here."""

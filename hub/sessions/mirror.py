@@ -8,12 +8,13 @@ stream in the shared store. A node whose clients attach to a session it does not
 (``hub.sessions.cluster``): each stored event is folded, appended to the mirror's log with the
 seq and the frames the owner gave it, and written to the local clients' sinks — the owner
 encoded it once, every node fans out the same bytes. Attaching, replay and cursors work as on
-the owner, from the mirror's own log and state.
+the owner, from the mirror's own log and state: a mirror and the owner's ``Session`` compose the
+same ``SessionCore`` (``hub.sessions.core``) and are the same ``SessionOps`` to the server.
 
-A mirror never emits events of its own: the attach and detach of its clients are not in the
-owner's presence (``_hub_presence`` lists the owner's clients). What clients ask of the session
-(prompts, cancels, policies) is forwarded to the owner (``Cluster.forward``) and answered back;
-permission requests are offered by the owner to its own clients only.
+A mirror never emits events of its own: its policies and ``lost`` are the fold's, and its
+clients reach the owner's presence through the stand-ins the owner attaches for them
+(``on_join`` / ``on_leave``, ``hub.sessions.relay``). What clients ask of the session (prompts,
+cancels, policies) is forwarded to the owner (``Relay.forward``) and answered back.
 
 When the stream no longer holds the events after the mirror's last seq (it was trimmed while
 this node could not read, or the session was taken over and its log replaced), the mirror is

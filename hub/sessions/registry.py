@@ -466,9 +466,9 @@ class SessionRegistry:
         if client is not None:
             found.require(client, "owner", "session/delete" if delete else "session/close")
         session = self.sessions.get(found.id)
-        if session is not found or session is None:
+        if session is None or session is not found:  # not (or no longer) owned here
             if client is not None and self.cluster is not None:
-                await self.cluster.close_at_owner(client, found.id, delete=delete)
+                await self.cluster.close_at_owner(client, found, delete=delete)
             return  # only the owner reaps its idle sessions
         session.closed = True
         self.sessions.pop(session.id, None)

@@ -452,7 +452,7 @@ class Relay:
             hub_events=bool(info.get("hub_events", True)),
             node=node,
             session_id=session.id,
-            cluster=self,
+            relay=self,
         )
         self.proxies[(session.id, proxy.client_id)] = proxy
         session.attach(proxy, replay=None, role=role, relayed=True)
