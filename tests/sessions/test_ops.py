@@ -118,6 +118,12 @@ async def test_policies_and_lost_are_derived_from_the_fold_on_both_kinds() -> No
         catch_up(mirror, owner)
         assert (owner.prompt_policy, owner.permission_policy) == ("lease", "owner")
         assert (mirror.prompt_policy, mirror.permission_policy) == ("lease", "owner")
+        # Every policy set_policy accepts is one the log records, so other nodes see it too.
+        for permission in ("designated", "consensus"):
+            owner.set_policy(boss, None, permission)
+            catch_up(mirror, owner)
+            assert owner.permission_policy == mirror.permission_policy == permission
+            assert boss.fold().hub("_hub_policy") == {"prompt": "lease", "permission": permission}
         assert not owner.lost
         assert not mirror.lost
         owner.on_agent_event({"status": "lost", "message": "gone"})
