@@ -278,6 +278,9 @@ def _check_policy(variant: str, update: Mapping[str, Any]) -> None:
         # A string first: a list or an object is not hashable, so not a set member to test.
         if not isinstance(value, str) or value not in allowed:
             fail(variant, f"'{key}' must be one of {sorted(allowed)}")
+    quorum = update.get("quorum")
+    if quorum is not None and (not isinstance(quorum, int) or isinstance(quorum, bool)):
+        fail(variant, "'quorum' must be an integer")
 
 
 def _check_hub_prompt(variant: str, update: Mapping[str, Any]) -> None:

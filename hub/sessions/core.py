@@ -85,6 +85,9 @@ class Defaults:
     prompt_policy: PromptPolicy
     permission_policy: PermissionPolicy
     lost: bool = False
+    quorum: int = 1
+    """The distinct principals ``consensus`` needs: the settings', or the last one asked for
+    (``_hub_policy`` records it with the ``consensus`` policy)."""
 
     @classmethod
     def of(cls, record: SessionRecord, settings: Settings) -> Defaults:
@@ -95,7 +98,7 @@ class Defaults:
             permission = arbiter.check_permission_policy(record.permission_policy)
         except InvalidParams:
             prompt, permission = settings.prompt_policy, settings.permission_policy
-        return cls(prompt, permission, lost=record.status == "lost")
+        return cls(prompt, permission, record.status == "lost", settings.consensus_quorum)
 
 
 class SessionCore:
@@ -293,6 +296,16 @@ class SessionCore:
             if policy == value:
                 return policy
         return self.defaults.permission_policy
+
+    @property
+    def consensus_quorum(self) -> int:
+        """How many distinct principals the ``consensus`` policy needs: what the latest
+        ``_hub_policy`` says while it names ``consensus``, else ``defaults.quorum``."""
+        policy = self.state.hub("_hub_policy") or {}
+        quorum = policy.get("quorum")
+        if policy.get("permission") == "consensus" and isinstance(quorum, int):
+            return quorum
+        return self.defaults.quorum
 
     @property
     def lost(self) -> bool:

@@ -121,7 +121,9 @@ class Session(CoreViews):
             session_id,
             settings=settings,
             log=log,
-            defaults=Defaults(settings.prompt_policy, settings.permission_policy),
+            defaults=Defaults(
+                settings.prompt_policy, settings.permission_policy, quorum=settings.consensus_quorum
+            ),
             metrics=metrics,
             on_change=on_change,
             owner=self,
@@ -130,7 +132,6 @@ class Session(CoreViews):
         self.id = session_id
         self.audit: AuditSink = NullAudit()
         """Where policy changes and permission decisions are recorded (the registry's)."""
-        self.consensus_quorum = settings.consensus_quorum
         self.agent = agent
         self.agent_session_id = agent_session_id
         self.cwd = cwd
@@ -166,6 +167,10 @@ class Session(CoreViews):
         self.extensions = Extensions(self)
 
     # -- what the core holds -----------------------------------------------------------------
+
+    @property
+    def consensus_quorum(self) -> int:
+        return self.core.consensus_quorum
 
     @property
     def metrics(self) -> SessionMetrics:
@@ -472,18 +477,23 @@ class Session(CoreViews):
     # -- policies ----------------------------------------------------------------------------
 
     def emit_policies(
-        self, prompt: PromptPolicy | None = None, permission: PermissionPolicy | None = None
+        self,
+        prompt: PromptPolicy | None = None,
+        permission: PermissionPolicy | None = None,
+        quorum: int | None = None,
     ) -> None:
-        """Record the session's prompt and permission policies (``_hub_policy``), with
-        ``prompt`` / ``permission`` in place of the current ones; the session's policies are
-        what the latest ``_hub_policy`` says (``hub.sessions.core``)."""
-        self.emit(
-            {
-                "sessionUpdate": "_hub_policy",
-                "prompt": prompt or self.prompt_policy,
-                "permission": permission or self.permission_policy,
-            }
-        )
+        """Record the session's prompt and permission policies (``_hub_policy``; with
+        ``consensus``, its quorum too), with ``prompt`` / ``permission`` / ``quorum`` in place of
+        the current ones; the session's policies are what the latest ``_hub_policy`` says
+        (``hub.sessions.core``)."""
+        update: dict[str, Any] = {
+            "sessionUpdate": "_hub_policy",
+            "prompt": prompt or self.prompt_policy,
+            "permission": permission or self.permission_policy,
+        }
+        if update["permission"] == "consensus":
+            update["quorum"] = quorum or self.consensus_quorum
+        self.emit(update)
 
     def set_policy(
         self, client: ClientHandle, prompt: Any, permission: Any, quorum: Any = None
@@ -494,7 +504,7 @@ class Session(CoreViews):
         if quorum is not None:
             if not isinstance(quorum, int) or isinstance(quorum, bool) or not 1 <= quorum <= 100:
                 raise SessionFailure(invalid_params("quorum must be an integer from 1 to 100"))
-            self.consensus_quorum = quorum
+            self.core.defaults.quorum = quorum
         try:
             new_prompt = None if prompt is None else arbiter.check_prompt_policy(prompt)
             new_permission = (
@@ -502,7 +512,7 @@ class Session(CoreViews):
             )
         except InvalidParams as exc:
             raise SessionFailure(invalid_params(str(exc))) from None
-        self.emit_policies(new_prompt, new_permission)
+        self.emit_policies(new_prompt, new_permission, quorum)
         self.permissions.reoffer()
         self.changed()
         if self.on_record is not None:

@@ -44,6 +44,10 @@ def catch_up(mirror: MirrorSession, owner: Session) -> None:
     mirror.ingest(owner.log.rows_after(mirror.log.last_seq))
 
 
+def permissions(*sessions: SessionOps) -> list[str]:
+    return [session.permission_policy for session in sessions]
+
+
 def chunk(value: str) -> dict[str, Any]:
     return {"sessionUpdate": "agent_message_chunk", "messageId": "m-1", "content": text(value)[0]}
 
@@ -119,11 +123,18 @@ async def test_policies_and_lost_are_derived_from_the_fold_on_both_kinds() -> No
         assert (owner.prompt_policy, owner.permission_policy) == ("lease", "owner")
         assert (mirror.prompt_policy, mirror.permission_policy) == ("lease", "owner")
         # Every policy set_policy accepts is one the log records, so other nodes see it too.
-        for permission in ("designated", "consensus"):
-            owner.set_policy(boss, None, permission)
-            catch_up(mirror, owner)
-            assert owner.permission_policy == mirror.permission_policy == permission
-            assert boss.fold().hub("_hub_policy") == {"prompt": "lease", "permission": permission}
+        owner.set_policy(boss, None, "designated", 3)  # the quorum waits for `consensus`
+        catch_up(mirror, owner)
+        assert permissions(owner, mirror) == ["designated", "designated"]
+        assert boss.fold().hub("_hub_policy") == {"prompt": "lease", "permission": "designated"}
+        owner.set_policy(boss, None, "consensus")
+        catch_up(mirror, owner)
+        assert permissions(owner, mirror) == ["consensus", "consensus"]
+        expected = {"prompt": "lease", "permission": "consensus", "quorum": 3}
+        assert boss.fold().hub("_hub_policy") == expected
+        # The quorum is the fold's, whatever the session was started with.
+        owner.core.defaults.quorum = 1
+        assert owner.consensus_quorum == 3
         assert not owner.lost
         assert not mirror.lost
         owner.on_agent_event({"status": "lost", "message": "gone"})
