@@ -246,3 +246,9 @@ def test_the_cycle_check_finds_a_cycle(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     monkeypatch.setattr(sys.modules[__name__], "HUB", tmp_path / "hub")
     assert import_cycles("hub.probe") == [["hub.probe.a", "hub.probe.b"]]
+
+
+def test_the_sessions_layer_has_no_import_cycle() -> None:
+    """A session's parts depend on narrow protocols (``hub.sessions.host``,
+    ``hub.sessions.ops``, ``hub.sessions.nodes``), never on the class that composes them."""
+    assert import_cycles("hub.sessions") == []

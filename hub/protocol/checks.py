@@ -26,6 +26,7 @@ from hub.protocol.shapes import (
     require_str,
 )
 from hub.protocol.variants import CHUNKS, MESSAGES, REMOVED_VARIANTS
+from hub.settings import PERMISSION_POLICIES, PROMPT_POLICIES
 
 __all__ = ["CHECKS", "HUB_SNAPSHOTS", "Check", "check", "variant_of"]
 
@@ -38,8 +39,10 @@ _PERMISSION_STATUSES: Final = frozenset({"pending", "resolved", "cancelled", "ti
 _AGENT_STATUSES: Final = frozenset(
     {"started", "exited", "restarted", "lost", "logged_in", "logged_out", "login_failed"}
 )
-_PROMPT_POLICIES: Final = frozenset({"queue", "reject", "lease"})
-_PERMISSION_POLICIES: Final = frozenset({"first", "owner", "lease", "designated", "consensus"})
+_PROMPT_POLICIES: Final = frozenset(PROMPT_POLICIES)
+_PERMISSION_POLICIES: Final = frozenset(PERMISSION_POLICIES)
+"""Every policy ``_hub/set_policy`` accepts is one ``_hub_policy`` records (the session's
+policies are what its log says: ``hub.sessions.core``)."""
 
 
 def check(update: Mapping[str, Any]) -> None:
@@ -275,6 +278,9 @@ def _check_policy(variant: str, update: Mapping[str, Any]) -> None:
         # A string first: a list or an object is not hashable, so not a set member to test.
         if not isinstance(value, str) or value not in allowed:
             fail(variant, f"'{key}' must be one of {sorted(allowed)}")
+    quorum = update.get("quorum")
+    if quorum is not None and (not isinstance(quorum, int) or isinstance(quorum, bool)):
+        fail(variant, "'quorum' must be an integer")
 
 
 def _check_hub_prompt(variant: str, update: Mapping[str, Any]) -> None:

@@ -66,15 +66,12 @@ from hub.server.transport import FrameWriter
 from hub.sessions import arbiter
 from hub.sessions.client import ReplyHandler
 from hub.sessions.errors import SessionFailure
-from hub.sessions.mirror import FORWARDED_METHODS, MirrorSession
+from hub.sessions.ops import Replay
+from hub.sessions.ops import SessionOps as Session
 from hub.sessions.registry import SessionRegistry
-from hub.sessions.session import Replay, Session
 from hub.settings import Role, Settings
 
 log = logging.getLogger("hub.server")
-
-REMOTE_ATTACH = frozenset({"session/resume", "session/load", "session/attach"})
-"""Attaching methods that may name a session another hub node owns (several nodes)."""
 
 
 class ConnectionState(Enum):
@@ -437,12 +434,12 @@ class ClientConnection:
         sync = SYNC_METHODS.get(method)
         if sync is not None:
             named = params.get("sessionId")
-            mirror = self.sessions.get(named) if isinstance(named, str) else None
-            if method in FORWARDED_METHODS and isinstance(mirror, MirrorSession):
-                # A session another node owns: the owner answers (hub.sessions.mirror).
-                self._spawn(lambda: self._forward(entry.id, mirror, method, params, reply), method)
+            session = self.sessions.get(named) if isinstance(named, str) else None
+            if session is not None and not session.answers_here(method):
+                # A session another node owns: the owner answers (hub.sessions.ops).
+                self._spawn(lambda: self._forward(entry.id, session, method, params, reply), method)
                 return
-            if method in REMOTE_ATTACH and self.registry.is_remote(params.get("sessionId")):
+            if self.registry.follows_first(method, named):
                 # A session another node owns, not followed here yet: follow it, then attach.
                 self._spawn(lambda: self._attach_remote(entry.id, sync, params, reply), method)
                 return
@@ -470,13 +467,13 @@ class ClientConnection:
     async def _forward(
         self,
         request_id: Any,
-        mirror: MirrorSession,
+        session: Session,
         method: str,
         params: dict[str, Any],
         reply: Callable[[bytes], None],
     ) -> None:
         try:
-            frame = jsonrpc.response(request_id, await mirror.forward_method(self, method, params))
+            frame = jsonrpc.response(request_id, await session.forward_method(self, method, params))
         except Exception as exc:
             frame = jsonrpc.error(request_id, self._failure(exc))
         if self.state is not ConnectionState.CLOSED:

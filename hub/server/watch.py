@@ -39,8 +39,8 @@ import anyio
 
 from hub.protocol import jsonrpc
 from hub.sessions.client import FrameSink
+from hub.sessions.ops import SessionOps as Session
 from hub.sessions.registry import SessionRegistry
-from hub.sessions.session import Session
 
 log = logging.getLogger("hub.server")
 

@@ -16,15 +16,42 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from hub.protocol.client_v1 import ClientV1Renderer
 from hub.protocol.compact import compact
+from hub.protocol.state import SessionState
 from hub.sessions import arbiter
 from hub.sessions.client import ClientHandle
-from hub.sessions.log import Event
+from hub.sessions.metrics import SessionMetrics
+from hub.sessions.ops import Replay
+from hub.settings import Settings
+from hub.store.log import Event, EventLog
 
-if TYPE_CHECKING:
-    from hub.sessions.session import Replay, Session
+
+class Source(Protocol):
+    """What the catch-up reads of a session (``hub.sessions.core.SessionCore`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def state(self) -> SessionState: ...
+
+    @property
+    def log(self) -> EventLog: ...
+
+    @property
+    def metrics(self) -> SessionMetrics: ...
+
+    @property
+    def v1(self) -> ClientV1Renderer: ...
+
+    def frame(self, update: dict[str, Any], meta: dict[str, Any]) -> bytes: ...
+
 
 log = logging.getLogger("hub.sessions")
 
@@ -32,7 +59,7 @@ log = logging.getLogger("hub.sessions")
 class CatchUp:
     """The catch-up frames of one session's attaching clients; see the module docstring."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Source) -> None:
         self._session = session
 
     def frames(

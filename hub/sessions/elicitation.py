@@ -40,7 +40,7 @@ from hub.sessions.client import ClientHandle
 from hub.sessions.notices import Notice, clip
 
 if TYPE_CHECKING:
-    from hub.sessions.session import Session
+    from hub.sessions.host import Host
 
 log = logging.getLogger("hub.sessions")
 
@@ -69,7 +69,7 @@ COMPLETION_TTL = 3600.0
 class Elicitations:
     """The elicitations of one session waiting for an answer; see the module docstring."""
 
-    def __init__(self, session: Session, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, session: Host, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._session = session
         self._clock = clock
         self._targets: dict[str, tuple[ClientHandle, float]] = {}

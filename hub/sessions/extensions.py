@@ -34,7 +34,7 @@ from hub.sessions.client import ClientHandle
 from hub.settings import ROLES, Role
 
 if TYPE_CHECKING:
-    from hub.sessions.session import Session
+    from hub.sessions.host import Host
 
 __all__ = ["DEFAULT_EXTENSION_ROLE", "Extensions", "extension_role", "is_extension_method"]
 
@@ -57,7 +57,7 @@ def is_extension_method(method: str) -> bool:
 class Extensions:
     """One session's extension requests in flight; see the module docstring."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Host) -> None:
         self._session = session
         self._asked: dict[str, list[tuple[Any, anyio.Event]]] = {}
         """Agent requests waiting for a client's answer, by the client asked."""

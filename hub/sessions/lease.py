@@ -28,7 +28,7 @@ from hub.sessions.client import ClientHandle
 from hub.sessions.errors import SessionFailure
 
 if TYPE_CHECKING:
-    from hub.sessions.session import Session
+    from hub.sessions.host import Host
 
 log = logging.getLogger("hub.sessions")
 
@@ -39,7 +39,7 @@ MIN_WATCH_DELAY = 0.01
 class Lease:
     """The prompt lease of one session; see the module docstring."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Host) -> None:
         self._session = session
         self.holder: ClientHandle | None = None
         self.expires: float = 0.0

@@ -8,12 +8,13 @@ stream in the shared store. A node whose clients attach to a session it does not
 (``hub.sessions.cluster``): each stored event is folded, appended to the mirror's log with the
 seq and the frames the owner gave it, and written to the local clients' sinks — the owner
 encoded it once, every node fans out the same bytes. Attaching, replay and cursors work as on
-the owner, from the mirror's own log and state.
+the owner, from the mirror's own log and state: a mirror and the owner's ``Session`` compose the
+same ``SessionCore`` (``hub.sessions.core``) and are the same ``SessionOps`` to the server.
 
-A mirror never emits events of its own: the attach and detach of its clients are not in the
-owner's presence (``_hub_presence`` lists the owner's clients). What clients ask of the session
-(prompts, cancels, policies) is forwarded to the owner (``Cluster.forward``) and answered back;
-permission requests are offered by the owner to its own clients only.
+A mirror never emits events of its own: its policies and ``lost`` are the fold's, and its
+clients reach the owner's presence through the stand-ins the owner attaches for them
+(``on_join`` / ``on_leave``, ``hub.sessions.relay``). What clients ask of the session (prompts,
+cancels, policies) is forwarded to the owner (``Relay.forward``) and answered back.
 
 When the stream no longer holds the events after the mirror's last seq (it was trimmed while
 this node could not read, or the session was taken over and its log replaced), the mirror is
@@ -30,10 +31,15 @@ from typing import Any
 import orjson
 
 from hub.protocol.errors import NOT_OWNER, InvalidParams, hub_error
+from hub.protocol.state import SessionState
 from hub.sessions.client import ClientHandle
+from hub.sessions.core import CoreViews, Defaults, SessionCore, Spawner
 from hub.sessions.errors import SessionFailure
 from hub.sessions.extensions import extension_role
-from hub.sessions.session import Session
+from hub.sessions.metrics import SessionMetrics
+from hub.sessions.ops import Replay, RunningTurn
+from hub.sessions.turns import now_iso
+from hub.settings import Role, Settings
 from hub.store import Restored
 from hub.store.codec import update_of
 from hub.store.log import Row
@@ -48,20 +54,52 @@ class Gap(Exception):
     """The stream does not continue the mirror's log (the mirror must be rebuilt)."""
 
 
-class MirrorSession(Session):
-    """See the module docstring."""
+class _NoTurns:
+    """The turns of a mirrored session: they run on the owner, none is known here."""
 
-    def __init__(self, restored: Restored, forward: Forward, **kwargs: Any) -> None:
+    current: RunningTurn | None = None
+    queue: tuple[()] = ()
+
+
+NO_TURNS = _NoTurns()
+
+
+class MirrorSession(CoreViews):
+    """See the module docstring; a ``SessionOps`` (``hub.sessions.ops``)."""
+
+    def __init__(
+        self,
+        restored: Restored,
+        forward: Forward,
+        *,
+        settings: Settings,
+        on_change: Callable[[Any], None] | None = None,
+        spawn: Spawner | None = None,
+        metrics: SessionMetrics | None = None,
+    ) -> None:
         record = restored.record
-        super().__init__(
-            record.session_id,
-            _Remote(record.agent),
-            record.agent_session_id,
-            cwd=record.cwd,
+        self.id = record.session_id
+        self.cwd = record.cwd
+        self.agent_name = record.agent
+        self.agent_session_id = record.agent_session_id
+        self.created_at = record.created_at or now_iso()
+        self.settings = settings
+        self.core = SessionCore(
+            self.id,
+            settings=settings,
             log=restored.log,
-            **kwargs,
+            defaults=Defaults(settings.prompt_policy, settings.permission_policy),
+            metrics=metrics,
+            on_change=on_change,
+            owner=self,
+            spawn=spawn,
         )
-        self.created_at = record.created_at or self.created_at
+        self.closed = False
+        self.state_bytes = 0
+        """Nothing is emitted here (the owner counts what its state grows by)."""
+        self.turns = NO_TURNS
+        self.settled = True
+        """Nothing is coalesced here (the presence is the owner's)."""
         self._forward = forward
         self.idle = False
         """No local client at the last directory scan (the next one stops following it)."""
@@ -73,77 +111,89 @@ class MirrorSession(Session):
 
     def load(self, restored: Restored) -> None:
         """Take the state and log of ``restored`` (at build time, and to rebuild)."""
-        self.log = restored.log
-        state = type(self.state)()
+        core = self.core
+        core.log = restored.log
+        state = SessionState()
         try:
             state.apply_all(restored.updates)
         except InvalidParams as exc:
             log.warning("! %s: a stored update does not fold here: %s", self.id, exc)
-        self.state = state
-        policy = state.hub("_hub_policy") or {}
-        self.prompt_policy = policy.get("prompt", restored.record.prompt_policy)
-        self.permission_policy = policy.get("permission", restored.record.permission_policy)
-        agent = state.hub("_hub_agent") or {}
-        self.lost = agent.get("status") == "lost" or restored.record.status == "lost"
+        core.state = state
+        core.defaults = Defaults.of(restored.record, self.settings)
 
-    def attach(self, client: ClientHandle, **kwargs: Any) -> dict[str, Any]:
-        cursor = super().attach(client, **kwargs)
+    # -- what the core holds -----------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        return self.core.summary(self.agent_name, self.agent_session_id)
+
+    # -- attaching: this node's clients, in its own fan-out ----------------------------------
+
+    def attach(
+        self,
+        client: ClientHandle,
+        *,
+        replay: Replay,
+        after: tuple[int, int] | None = None,
+        role: Role | None = None,
+        via_attach: bool = False,
+        message_id: str | None = None,
+    ) -> dict[str, Any]:
+        """As ``Session.attach``, from the mirror's log and state; the owner is told."""
+        cursor = self.core.attach(
+            client,
+            replay=replay,
+            after=after,
+            role=role,
+            via_attach=via_attach,
+            message_id=message_id,
+            since=now_iso(),
+        )
         if self.on_join is not None:
             self.on_join(self, client)
         return cursor
 
+    def announce(self, client: ClientHandle) -> None:
+        """The presence is the owner's (it heard of the client from ``on_join``)."""
+        if client.client_id in self.core.attached:
+            self.core.changed()
+
     def detach(self, client: ClientHandle, *, reason: str = "detached") -> None:
-        attached = client.client_id in self.attached
-        super().detach(client, reason=reason)
-        if attached and self.on_leave is not None:
+        if self.core.remove(client) is None:
+            return
+        self.core.tell_left(client.client_id, reason)
+        self.core.changed()
+        if self.on_leave is not None:
             self.on_leave(self, client, reason)
 
-    def emit(self, update: dict[str, Any], *, origin: str | None = None) -> int | None:
-        """A mirror records nothing itself (its clients' presence stays on this node)."""
-        return None
-
-    def snapshot(self) -> None:
-        return None
+    # -- following the owner's stream --------------------------------------------------------
 
     def ingest(self, rows: list[Row]) -> None:
         """Fold, log and fan out events read from the owner's stream, in order; ``Gap``
         when they do not continue the log."""
+        core = self.core
         for row in rows:
             seq = row[0]
-            if seq <= self.log.last_seq:
+            if seq <= core.log.last_seq:
                 continue  # read twice (a retried read): already here
-            if seq != self.log.last_seq + 1:
-                raise Gap(f"event {seq} after {self.log.last_seq}")
+            if seq != core.log.last_seq + 1:
+                raise Gap(f"event {seq} after {core.log.last_seq}")
             frame = orjson.loads(row[2])
             params = frame["params"]
             epoch = params.get("_meta", {}).get("acp-hub", {}).get("epoch")
-            if isinstance(epoch, int) and epoch != self.log.epoch:
-                self.log.continue_as(epoch)  # the owner continued the history (takeover)
+            if isinstance(epoch, int) and epoch != core.log.epoch:
+                core.log.continue_as(epoch)  # the owner continued the history (takeover)
             try:
-                self.state.apply(update_of(row))
+                core.state.apply(update_of(row))
             except (InvalidParams, ValueError, KeyError) as exc:
                 log.warning("! %s: event %s does not fold here: %s", self.id, seq, exc)
             _, message_id, v2, v1, v1_hub, origin, _ = row
-            self.log.append_row(seq, message_id, v2, v1, v1_hub, origin)
-            update = params.get("update") or {}
-            if update.get("sessionUpdate") == "_hub_policy":
-                self.prompt_policy = update.get("prompt", self.prompt_policy)
-                self.permission_policy = update.get("permission", self.permission_policy)
-            elif update.get("sessionUpdate") == "_hub_agent":
-                self.lost = update.get("status") == "lost"
-            for push in self._v2_pushes:
-                push(v2)
-            for attachment in self._v1_attached:
-                if origin != attachment.client_id:
-                    for out in v1_hub if attachment.hub_events else v1:
-                        attachment.push(out)
-        self.changed()
+            core.log.append_row(seq, message_id, v2, v1, v1_hub, origin)
+            core.fan_out(v2, v1, v1_hub, origin)
+        core.changed()
 
     def reset_clients(self) -> None:
         """After a rebuild: every local client gets a ``_hub_reset`` and the state."""
-        for attachment in tuple(self.attached.values()):
-            client = attachment.client
-            client.outbox.push_pages(self.catch_up.reset(client, 0, 0))
+        self.core.reset_clients()
 
     # -- what clients do: forwarded to the owner ---------------------------------------------
 
@@ -155,6 +205,9 @@ class MirrorSession(Session):
     async def cancel(self, client: ClientHandle) -> None:
         self.require(client, "driver", "session/cancel")
         await self._forward(self, "cancel", client, {})
+
+    def answers_here(self, method: str) -> bool:
+        return method not in FORWARDED_METHODS
 
     async def forward_method(
         self, client: ClientHandle, method: str, params: dict[str, Any]
@@ -224,38 +277,6 @@ def _not_here(method: str) -> Exception:
             {"method": method},
         )
     )
-
-
-class _Remote:
-    """The agent of a mirrored session: it runs on the owner's node, never here."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    async def prompt(self, session_id: str, blocks: Any, /) -> Any:
-        raise AssertionError("a mirror forwards prompts")
-
-    async def cancel(self, session_id: str, /) -> None:
-        raise AssertionError("a mirror forwards cancels")
-
-    async def set_config_option(
-        self, session_id: str, config_id: str, kind: str, value: Any, /
-    ) -> list[dict[str, Any]]:
-        raise AssertionError("not on a mirror")
-
-    async def set_mode(self, session_id: str, mode_id: str, /) -> None:
-        raise AssertionError("not on a mirror")
-
-    async def extension(
-        self, session_id: str | None, method: str, params: dict[str, Any], /
-    ) -> Any:
-        raise AssertionError("a mirror forwards extension requests")
-
-    async def close_session(self, session_id: str, /) -> None:
-        return None
-
-    async def delete_session(self, session_id: str, /) -> None:
-        return None
 
 
 __all__ = ["FORWARDED_METHODS", "Gap", "MirrorSession"]

@@ -64,7 +64,8 @@ from hub.sessions.client import ClientHandle
 from hub.sessions.metrics import PERMISSION_OUTCOMES
 
 if TYPE_CHECKING:
-    from hub.sessions.session import Attachment, Session
+    from hub.sessions.core import Attachment
+    from hub.sessions.host import Host
 
 log = logging.getLogger("hub.sessions")
 
@@ -104,7 +105,7 @@ class PendingPermission:
 class Permissions:
     """The pending permission requests of one session; see the module docstring."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Host) -> None:
         self._session = session
         self.pending: dict[str, PendingPermission] = {}
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 if TYPE_CHECKING:
-    from hub.sessions.session import Session
+    from hub.sessions.host import Host
 
 PRESENCE_INTERVAL = 0.25
 """At most one ``_hub_presence`` event per this many seconds; changes in between coalesce."""
@@ -29,7 +29,7 @@ PRESENCE_INTERVAL = 0.25
 class Presence:
     """The ``_hub_presence`` events of one session; see the module docstring."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Host) -> None:
         self._session = session
         self._changes: list[dict[str, Any]] = []
         self._listed: dict[str, dict[str, Any]] = {}

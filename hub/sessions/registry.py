@@ -31,8 +31,8 @@ from hub.sessions.client import ClientHandle
 from hub.sessions.cluster import Cluster
 from hub.sessions.errors import SessionFailure
 from hub.sessions.metrics import SessionMetrics
-from hub.sessions.mirror import MirrorSession
 from hub.sessions.notices import Notice
+from hub.sessions.ops import SessionOps
 from hub.sessions.session import Session
 from hub.settings import Settings
 from hub.store import SessionRecord, SharedStore, Store, StoreError
@@ -69,7 +69,7 @@ class SessionRegistry:
         self.workspace_roots = workspace.resolve_roots(settings.workspace_roots)
         """The resolved ``workspace_roots`` a session's ``cwd`` must lie under."""
         self._tg: anyio.abc.TaskGroup | None = None
-        self.listeners: list[Callable[[Session], None]] = []
+        self.listeners: list[Callable[[SessionOps], None]] = []
         self.notices: list[Callable[[Notice], None]] = []
         """Told of the notices of the sessions this node owns (``hub.sessions.notices``)."""
         self._saving: set[str] = set()
@@ -226,17 +226,17 @@ class SessionRegistry:
 
         self._tg.start_soon(guarded, name=name)
 
-    def find(self, session_id: Any) -> Session | None:
+    def find(self, session_id: Any) -> SessionOps | None:
         """The session ``session_id`` (any JSON value), or ``None``: one this node owns, or
         one it follows for its clients (``hub.sessions.mirror``)."""
         if not isinstance(session_id, str):
             return None
-        session = self.sessions.get(session_id)
+        session: SessionOps | None = self.sessions.get(session_id)
         if session is None and self.cluster is not None:
             session = self.cluster.mirrors.get(session_id)
         return session
 
-    def changed(self, session: Session) -> None:
+    def changed(self, session: SessionOps) -> None:
         """Tell the listeners that ``session``'s summary may have changed."""
         self._notify(session)
 
@@ -245,20 +245,25 @@ class SessionRegistry:
         follow yet (``load_remote`` then follows it)."""
         return self.cluster is not None and self.cluster.is_remote(session_id)
 
-    async def load_remote(self, session_id: str) -> Session:
+    def follows_first(self, method: str, session_id: Any) -> bool:
+        """Whether ``method`` names a session another node owns that this node must follow
+        before it can answer (``load_remote``)."""
+        return self.cluster is not None and self.cluster.follows_first(method, session_id)
+
+    async def load_remote(self, session_id: str) -> SessionOps:
         """Follow the session another node owns (``SessionFailure`` -32002 if unknown)."""
         if self.cluster is None:
             raise SessionFailure(resource_not_found(f"no session {session_id!r}"))
         return await self.cluster.mirror(session_id)
 
-    def get(self, session_id: Any) -> Session:
+    def get(self, session_id: Any) -> SessionOps:
         """The session ``session_id``, or ``SessionFailure`` with ``-32002``."""
         session = self.find(session_id)
         if session is None:
             raise SessionFailure(resource_not_found(f"no session {session_id!r}"))
         return session
 
-    def _notify(self, session: Session) -> None:
+    def _notify(self, session: SessionOps) -> None:
         for listener in self.listeners:
             listener(session)
 
@@ -437,7 +442,7 @@ class SessionRegistry:
         see; ``limit`` caps the page (``None``: no cap). Only the entries of the page are
         built. Returns the entries and whether more follow.
         """
-        shown: dict[str, Session | tuple[SessionRecord, str | None]] = dict(self.sessions)
+        shown: dict[str, SessionOps | tuple[SessionRecord, str | None]] = dict(self.sessions)
         if self.cluster is not None:
             shown.update({k: v for k, v in self.cluster.mirrors.items() if k not in shown})
             # Owned by other nodes and not followed here: what the directory says.
@@ -454,16 +459,17 @@ class SessionRegistry:
         page = ids[:limit] if limit is not None else ids
         return [_info(i, shown[i]) for i in page], more
 
-    async def close(self, client: ClientHandle | None, session: Session, *, delete: bool) -> None:
+    async def close(self, client: ClientHandle | None, found: SessionOps, *, delete: bool) -> None:
         """Close (and with ``delete`` forget at the agent) a session; owner only. ``client``
-        ``None`` is the hub itself (an idle session reaped)."""
+        ``None`` is the hub itself (an idle session reaped). A session another node owns is
+        closed there (``hub.sessions.cluster``)."""
         if client is not None:
-            session.require(client, "owner", "session/delete" if delete else "session/close")
-        if isinstance(session, MirrorSession):
-            if client is None:
-                return  # only the owner reaps its idle sessions
-            await session.close_at_owner(client, delete=delete)
-            return
+            found.require(client, "owner", "session/delete" if delete else "session/close")
+        session = self.sessions.get(found.id)
+        if session is None or session is not found:  # not (or no longer) owned here
+            if client is not None and self.cluster is not None:
+                await self.cluster.close_at_owner(client, found, delete=delete)
+            return  # only the owner reaps its idle sessions
         session.closed = True
         self.sessions.pop(session.id, None)
         self.audit.record(
@@ -474,22 +480,16 @@ class SessionRegistry:
             reason="closed" if client is not None else "idle",
         )
         await self._forget(session.id)
-        for attachment in tuple(session.attached.values()):
-            if getattr(attachment.client, "remote", False):
-                # A client of another node: its node tells it when it sees the session gone.
-                session.detach(attachment.client, reason="session closed")
-                continue
-            attachment.client.notify(
-                "_hub/session_closed",
-                {
-                    "sessionId": session.id,
-                    "deleted": delete,
-                    "by": None if client is None else client.client_id,
-                    "principal": None if client is None else client.principal,
-                    "name": None if client is None else client.name,
-                },
-            )
-            session.detach(attachment.client, reason="session closed")
+        session.dismiss(
+            {
+                "sessionId": session.id,
+                "deleted": delete,
+                "by": None if client is None else client.client_id,
+                "principal": None if client is None else client.principal,
+                "name": None if client is None else client.name,
+            },
+            "session closed",
+        )
         try:
             if delete:
                 await session.agent.delete_session(session.agent_session_id)
@@ -510,14 +510,14 @@ class SessionRegistry:
             log.warning("! %s: not removed from the store: %s", session_id, exc)
 
 
-def _cwd_of(listed: Session | tuple[SessionRecord, str | None]) -> str:
+def _cwd_of(listed: SessionOps | tuple[SessionRecord, str | None]) -> str:
     """The ``cwd`` of a listed session, or of a directory record ``(record, owner)``."""
     if isinstance(listed, tuple):
         return listed[0].cwd
     return listed.cwd
 
 
-def _info(session_id: str, listed: Session | tuple[SessionRecord, str | None]) -> dict[str, Any]:
+def _info(session_id: str, listed: SessionOps | tuple[SessionRecord, str | None]) -> dict[str, Any]:
     """The ``SessionInfo`` of a session here (or mirrored), or of another node's record."""
     if isinstance(listed, tuple):
         record, owner = listed

@@ -1,14 +1,14 @@
 """A client of another node, as the node that owns its session sees it (``RemoteClient``), and
 the requests the owner runs for such a client (``run_method``).
 
-``hub.sessions.cluster`` makes these for the requests other nodes forward and carries what a
+``hub.sessions.relay`` makes these for the requests other nodes forward and carries what a
 ``RemoteClient`` is asked or told back to its node (``docs/deployment.md``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from hub.protocol.errors import NOT_OWNER, hub_error, invalid_params
 from hub.sessions import rules
@@ -17,10 +17,18 @@ from hub.sessions.errors import SessionFailure
 from hub.sessions.mirror import FORWARDED_METHODS
 from hub.settings import Role
 
-if TYPE_CHECKING:
-    from hub.sessions.cluster import Cluster
+__all__ = ["Relay", "RemoteClient", "run_method"]
 
-__all__ = ["RemoteClient", "run_method"]
+
+class Relay(Protocol):
+    """Carries what the owner asks or tells a ``RemoteClient`` to the client's node
+    (``hub.sessions.relay``)."""
+
+    def ask(
+        self, proxy: RemoteClient, method: str, params: dict[str, Any], on_reply: ReplyHandler
+    ) -> Any: ...
+
+    def tell(self, proxy: RemoteClient, message: dict[str, Any]) -> None: ...
 
 
 class _Sink:
@@ -35,9 +43,10 @@ class _Sink:
 
 @dataclass(eq=False)
 class RemoteClient:
-    """A client of another node, as the owner sees it: attached to the owned session (it is
-    in its presence, permission requests are offered to it) but outside its fan-out (its node
-    reads the events from the store). Requests and notifications for it go to its node."""
+    """A client of another node, as the owner sees it: attached to the owned session as
+    ``relayed`` (it is in its presence, permission requests are offered to it) and so outside
+    its fan-out (its node reads the events from the store). Requests and notifications for it
+    go to its node."""
 
     client_id: str
     name: str
@@ -50,22 +59,21 @@ class RemoteClient:
     outbox: _Sink = field(default_factory=_Sink)
     node: str = ""
     session_id: str = ""
-    cluster: Cluster | None = None
-    remote = True
+    relay: Relay | None = None
 
     def request(self, method: str, params: dict[str, Any], on_reply: ReplyHandler) -> Any:
-        if self.cluster is None or not self.node:
+        if self.relay is None or not self.node:
             on_reply(None, hub_error(NOT_OWNER, "the client is on another node"))
             return None
-        return self.cluster.ask(self, method, params, on_reply)
+        return self.relay.ask(self, method, params, on_reply)
 
     def withdraw(self, request_id: Any) -> None:
-        if self.cluster is not None and self.node:
-            self.cluster.tell(self, {"op": "withdraw", "rid": request_id})
+        if self.relay is not None and self.node:
+            self.relay.tell(self, {"op": "withdraw", "rid": request_id})
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
-        if self.cluster is not None and self.node:
-            self.cluster.tell(self, {"op": "notify", "method": method, "params": params})
+        if self.relay is not None and self.node:
+            self.relay.tell(self, {"op": "notify", "method": method, "params": params})
 
 
 def run_method(session: Any, client: ClientHandle, method: str, params: dict[str, Any]) -> Any:

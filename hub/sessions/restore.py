@@ -30,9 +30,9 @@ import anyio
 from hub.agents.errors import AgentError
 from hub.protocol.compact import compact
 from hub.protocol.errors import AGENT_UNAVAILABLE, InvalidParams, PeerError, hub_error
-from hub.sessions import arbiter
+from hub.sessions.core import Defaults, Spawner
 from hub.sessions.metrics import SessionMetrics
-from hub.sessions.session import Session, Spawner
+from hub.sessions.session import Session
 from hub.settings import Settings
 from hub.store import Restored, SessionRecord, Store, StoreError
 
@@ -141,19 +141,9 @@ def rebuild(
             pass
     # Ids minted from here on (queue entries, permissions) must not repeat earlier ones, and
     # each of those took at least one event.
-    session._counter = restored.log.last_seq
-    policy = session.state.hub("_hub_policy") or {}
-    try:
-        session.prompt_policy = arbiter.check_prompt_policy(
-            policy.get("prompt", record.prompt_policy)
-        )
-        session.permission_policy = arbiter.check_permission_policy(
-            policy.get("permission", record.permission_policy)
-        )
-    except InvalidParams:
-        pass  # the settings' defaults stay
-    agent_status = session.state.hub("_hub_agent") or {}
-    session.lost = record.status == "lost" or agent_status.get("status") == "lost"
+    session.core.counter = restored.log.last_seq
+    # The policies and `lost` are the fold's; the record says what they were before it.
+    session.core.defaults = Defaults.of(record, settings)
     return session
 
 

@@ -1,4 +1,4 @@
-"""A live session: its ordered log, its folded state, the clients attached to it.
+"""A session this node owns: it runs the session's agent and arbitrates what its clients ask.
 
 Theory of operation
 -------------------
@@ -9,15 +9,12 @@ Everything that happens in a session goes through ``emit``: the update is folded
 through ``on_update`` and it never waits for a client (a client that cannot keep up is closed
 by its own sink).
 
-Attaching is synchronous too. In one step, without yielding to the event loop, the session
-encodes the replay the client asked for (nothing, the compacted state, or the log after a
-cursor), queues it and the response in the client's sink, and adds the client to the fan-out
-set. Every later event is therefore queued after the response: no hole, no duplicate.
+The state, the log, the attachments, the fan-out and the catch-up are the session's
+``SessionCore`` (``hub.sessions.core``), which a session followed for another node's owner
+(``hub.sessions.mirror``) composes too; both are the ``SessionOps`` the server calls
+(``hub.sessions.ops``). The rest of what happens in a session is arbitrated by its parts, one
+concept each (see ``docs/arbitration.md``):
 
-The session owns the log, the fan-out and the attachments; the rest of what happens in it is
-arbitrated by its parts, one concept each (see ``docs/arbitration.md``):
-
-* ``catch_up`` (``hub.sessions.catchup``): what an attaching client is sent before its answer;
 * ``presence`` (``hub.sessions.presence``): the attached-client list, coalesced;
 * ``turns`` (``hub.sessions.turns``): the turn in progress, the prompt queue, prompt policies;
 * ``lease`` (``hub.sessions.lease``): the prompt lease and its expiry;
@@ -25,19 +22,14 @@ arbitrated by its parts, one concept each (see ``docs/arbitration.md``):
   every client allowed to answer, the first valid answer wins;
 * ``elicitations`` (``hub.sessions.elicitation``): elicitations, asked of one client.
 
-``hub.sessions.arbiter`` holds the rules that need no state.
-
-Past 600 lines on purpose: what is left here is the part that must stay one object (the log,
-the fan-out and the attach, whose no-hole-no-duplicate order rests on happening in one
-synchronous step) and the session's public API for the server layer, most of it one-line
-delegations to the parts above; moving those out would make callers reach into the parts.
+``hub.sessions.arbiter`` holds the rules that need no state. The parts see the session through
+the narrow protocol of ``hub.sessions.host``, never this class.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
@@ -53,73 +45,36 @@ from hub.protocol.errors import (
     SESSION_LOST,
     InvalidParams,
     PeerError,
-    forbidden,
     hub_error,
     invalid_params,
 )
 from hub.protocol.jsonrpc import depth_exceeds
-from hub.protocol.state import SessionState
 from hub.sessions import arbiter
 from hub.sessions.agent_handle import AgentHandle
 from hub.sessions.catchup import CatchUp
 from hub.sessions.client import ClientHandle
+from hub.sessions.core import Attachment, CoreViews, Defaults, SessionCore, Spawner
 from hub.sessions.elicitation import Elicitations
 from hub.sessions.errors import SessionFailure
 from hub.sessions.extensions import Extensions
 from hub.sessions.lease import Lease
-from hub.sessions.log import EventLog
 from hub.sessions.metrics import SessionMetrics
 from hub.sessions.notices import NOTICE_VARIANTS, Notice, notice_of
+from hub.sessions.ops import Replay
 from hub.sessions.permissions import Permissions
 from hub.sessions.presence import Presence
 from hub.sessions.turns import USER_MESSAGE_VARIANTS, Turns, now_iso
 from hub.settings import PermissionPolicy, PromptPolicy, Role, Settings
 from hub.store import Store
+from hub.store.log import EventLog
 
 log = logging.getLogger("hub.sessions")
-
-# The pieces of a `session/update` frame (see `Session.frame`).
-_FRAME_OPEN = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
-_UPDATE_OPEN = b',"update":'
-_META_OPEN = b',"_meta":{"acp-hub":'
-_FRAME_CLOSE = b"}}}"
 
 MAX_UPDATE_DEPTH: Final = 128
 """How deeply an update may nest objects and arrays. Far below the 254 levels orjson writes:
 the hub re-encodes updates inside frames and records of its own (``_hub_v2``, compactions);
 deeper ones are dropped before the fold. Every message is bounded more tightly on arrival
 (``hub.protocol.jsonrpc.DEFAULT_MAX_DEPTH``): this guards what the hub builds itself."""
-
-
-Spawner = Callable[[Callable[[], Awaitable[None]], str], None]
-"""Runs an async callable in a task of the hub (named for the logs); errors are logged."""
-
-Replay = str | None
-"""What ``Session.attach`` replays: ``None``, ``"start"``, ``"after"``, ``"pending_only"`` or
-``"message"`` (see ``Session.attach``)."""
-
-
-@dataclass(slots=True)
-class Attachment:
-    """One client attached to one session."""
-
-    client: ClientHandle
-    since: str
-    role: Role
-    via_attach: bool = False
-    """Attached with ``session/attach`` (the multi-client proposal): gets its notices."""
-    # What the fan-out reads for every event, taken from the client once.
-    client_id: str = field(init=False)
-    v2: bool = field(init=False)
-    hub_events: bool = field(init=False)
-    push: Callable[[bytes], bool] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.client_id = self.client.client_id
-        self.v2 = self.client.version >= 2
-        self.hub_events = self.client.hub_events
-        self.push = self.client.outbox.push
-
 
 GROWING_VARIANTS: Final = frozenset(
     {
@@ -134,15 +89,12 @@ GROWING_VARIANTS: Final = frozenset(
 snapshot or a whole record): what ``Session.state_bytes`` counts."""
 
 
-class Session:
+class Session(CoreViews):
     """One shared session on one agent; see the module docstring.
 
-    The public API the server builds on: ``attach`` / ``announce`` / ``detach``, the role
-    checks ``role_of`` / ``may`` / ``require``, the client operations ``prompt``, ``cancel``,
-    ``withdraw_prompt``, ``lease_action``, ``set_policy``, ``set_config_option``, ``set_mode``
-    (each raises ``SessionFailure`` or ``AgentError``, both ``RpcFailure``), and the read-only
-    views ``state``, ``log``, ``cursor``, ``config_options``, ``agent_name``, ``summary()``.
-    The ``SessionSink`` callbacks (``on_update``, ``on_permission``, ...) are the agent's side.
+    The server calls it as ``SessionOps`` (``hub.sessions.ops``; the client operations raise
+    ``SessionFailure`` or ``AgentError``, both ``RpcFailure``); its parts see it as ``Host``
+    (``hub.sessions.host``); the ``SessionSink`` callbacks (``on_update``, ...) are the agent's.
     """
 
     def __init__(
@@ -159,23 +111,32 @@ class Session:
         store: Store | None = None,
         log: EventLog | None = None,
     ) -> None:
-        self.id = session_id
-        self.audit: AuditSink = NullAudit()
-        """Where policy changes and permission decisions are recorded (the registry's)."""
-        self.consensus_quorum = settings.consensus_quorum
-        self.agent = agent
-        self.agent_session_id = agent_session_id
-        self.cwd = cwd
-        self.settings = settings
-        self.created_at = now_iso()
-        self.state = SessionState()
         if log is None:
             bounds = settings.retained_events, settings.retained_bytes
             if store is not None:
                 log = store.open_log(session_id, max_events=bounds[0], max_bytes=bounds[1])
             else:
                 log = EventLog(max_events=bounds[0], max_bytes=bounds[1])
-        self.log = log
+        self.core = SessionCore(
+            session_id,
+            settings=settings,
+            log=log,
+            defaults=Defaults(
+                settings.prompt_policy, settings.permission_policy, quorum=settings.consensus_quorum
+            ),
+            metrics=metrics,
+            on_change=on_change,
+            owner=self,
+            spawn=spawn,
+        )
+        self.id = session_id
+        self.audit: AuditSink = NullAudit()
+        """Where policy changes and permission decisions are recorded (the registry's)."""
+        self.agent = agent
+        self.agent_session_id = agent_session_id
+        self.cwd = cwd
+        self.settings = settings
+        self.created_at = now_iso()
         # A durable store gets a compacted snapshot every `snapshot_events` events; with the
         # memory store the fan-out's path pays one falsy test.
         self._store = store if store is not None and store.durable else None
@@ -188,74 +149,64 @@ class Session:
         self.creator: str | None = None
         """The principal that created the session (``None``: unknown)."""
         self.on_record: Callable[[Session], None] | None = None
+        """Called when what the store's directory keeps of the session changed (policies)."""
         self.notice: Callable[[Notice], None] | None = None
         """Told of every notice (``hub.sessions.notices``); must not block (the registry's)."""
-        """Called when what the store's directory keeps of the session changed (policies)."""
-        self._frame_head = _FRAME_OPEN + orjson.dumps(session_id) + _UPDATE_OPEN
-        self.v1 = ClientV1Renderer()
-        self.attached: dict[str, Attachment] = {}
-        # The fan-out's view of `attached`, rebuilt on every attach and detach: the push of
-        # each v2 attachment, and the v1 attachments (read for every event).
-        self._v2_pushes: tuple[Callable[[bytes], bool], ...] = ()
-        self._v1_attached: tuple[Attachment, ...] = ()
-        self.prompt_policy: PromptPolicy = settings.prompt_policy
-        self.permission_policy: PermissionPolicy = settings.permission_policy
         self.closed = False
-        self.lost = False
         self.idle_since: float | None = None
         """Since when (``anyio.current_time()``) nobody is attached and no turn runs; kept by
         the registry's idle-session reaper."""
         self.state_bytes = 0
         """Bytes of appended content folded into ``state`` (``GROWING_VARIANTS``): what the
         ``max_state_bytes`` limit counts (snapshots replace, so they do not add up)."""
-        self.metrics = metrics if metrics is not None else SessionMetrics()
-        """Where the session counts and times what it does (the hub's ``/metrics``)."""
-        self._counter = 0
-        self._on_change = on_change
-        self._spawn = spawn
         self.presence = Presence(self)
         self.turns = Turns(self)
         self.lease = Lease(self)
         self.permissions = Permissions(self)
         self.elicitations = Elicitations(self)
         self.extensions = Extensions(self)
-        self.catch_up = CatchUp(self)
 
-    # -- plumbing for the session's parts ----------------------------------------------------
+    # -- what the core holds -----------------------------------------------------------------
+
+    @property
+    def consensus_quorum(self) -> int:
+        return self.core.consensus_quorum
+
+    @property
+    def metrics(self) -> SessionMetrics:
+        """Where the session counts and times what it does (the hub's ``/metrics``)."""
+        return self.core.metrics
+
+    @property
+    def catch_up(self) -> CatchUp:
+        return self.core.catch_up
 
     def mint(self, prefix: str) -> str:
         """A new id unique in this session (``q-3``, ``perm-4``)."""
-        self._counter += 1
-        return f"{prefix}-{self._counter}"
+        return self.core.mint(prefix)
 
     def bind_spawner(self, spawn: Spawner) -> None:
         """Give the session a way to run deferred work (the next queued prompt, coalesced
         presence, lease expiry) in a hub task."""
-        self._spawn = spawn
+        self.core.bind_spawner(spawn)
 
     def run_later(self, fn: Callable[[], Awaitable[None]], name: str) -> bool:
         """Run ``fn`` in a hub task; ``False`` (nothing runs) when no spawner is bound."""
-        if self._spawn is None:
-            return False
-        self._spawn(fn, f"{name} {self.id}")
-        return True
+        return self.core.run_later(fn, name)
 
     def changed(self) -> None:
         """Tell the registry's listeners that the session's summary may have changed."""
-        if self._on_change is not None:
-            self._on_change(self)
-
-    # -- the log and fan-out -----------------------------------------------------------------
+        self.core.changed()
 
     def frame(self, update: dict[str, Any], meta: dict[str, Any]) -> bytes:
-        """The ``session/update`` notification of ``update`` with ``_meta["acp-hub"] = meta``.
+        return self.core.frame(update, meta)
 
-        Joined from pieces rather than encoded from a new dict: the same bytes as
-        ``jsonrpc.notification``, built for every event, and exact-size (frames are kept in
-        the log; orjson's own result keeps a 4 KiB buffer)."""
-        return b"".join(
-            (self._frame_head, orjson.dumps(update), _META_OPEN, orjson.dumps(meta), _FRAME_CLOSE)
-        )
+    def notify_attached(self, method: str, params: dict[str, Any], *, via_attach: bool) -> None:
+        """Send a notification to every attached client (``via_attach``: only to those that
+        attached with ``session/attach``, which asked for the proposal's notices)."""
+        self.core.notify_attached(method, params, via_attach=via_attach)
+
+    # -- the log and fan-out -----------------------------------------------------------------
 
     def emit(self, update: dict[str, Any], *, origin: str | None = None) -> int | None:
         """Fold, log, encode once per version and fan out one update; see the module docs.
@@ -277,51 +228,40 @@ class Session:
                 "! %s: dropped a malformed update from %s: %s", self.id, self.agent.name, exc
             )
             return None
-        seq = self.log.next_seq()
-        meta = {"seq": seq, "epoch": self.log.epoch}
-        v2 = b"".join((self._frame_head, body, _META_OPEN, orjson.dumps(meta), _FRAME_CLOSE))
+        core = self.core
+        seq = core.log.next_seq()
+        meta = {"seq": seq, "epoch": core.log.epoch}
+        v2 = core.frame_of(body, meta)
         try:
-            v1_updates = self.v1.update(update)
+            v1_updates = core.v1.update(update)
         except PeerError as exc:
             log.warning(
                 "! %s: no v1 rendering for %s: %s", self.id, update.get("sessionUpdate"), exc
             )
             v1_updates = []
         # Most updates render to v1 unchanged: those share the v2 frame (same bytes).
-        v1 = tuple([v2 if u == update else self.frame(u, meta) for u in v1_updates])
+        v1 = tuple([v2 if u == update else core.frame(u, meta) for u in v1_updates])
         variant = update.get("sessionUpdate")
         if isinstance(variant, str) and variant.startswith("_hub_"):
             v1_hub, v1 = v1, ()
         elif not v1:
             # v1 clients that asked for the hub's events get the updates v1 cannot express
             # wrapped in `_hub_v2`, so that their seqs stay contiguous too.
-            v1_hub = (self.frame({"sessionUpdate": "_hub_v2", "update": update}, meta),)
+            v1_hub = (core.frame({"sessionUpdate": "_hub_v2", "update": update}, meta),)
         else:
             v1_hub = v1
         if variant in GROWING_VARIANTS:
             self.state_bytes += len(v2)
         message_id = update.get("messageId")
         origin = origin if variant in USER_MESSAGE_VARIANTS else None
-        self.log.append_row(
+        core.log.append_row(
             seq, message_id if isinstance(message_id, str) else None, v2, v1, v1_hub, origin
         )
         if self._snapshot_every and seq % self._snapshot_every == 0:
             self.snapshot()
-        # Snapshots: a push that closes a client detaches it, which replaces them.
-        v2_pushes = self._v2_pushes
-        for push in v2_pushes:
-            push(v2)
+        deliveries, delivered = core.fan_out(v2, v1, v1_hub, origin)
         # Counted once per event, not per client (hub.sessions.metrics).
-        deliveries = len(v2_pushes)
-        delivered = deliveries * len(v2)
-        for attachment in self._v1_attached:
-            if origin != attachment.client_id:  # `Event.for_v1`, inlined for the hot path
-                frames = v1_hub if attachment.hub_events else v1
-                for frame in frames:
-                    attachment.push(frame)
-                    delivered += len(frame)
-                deliveries += len(frames)
-        metrics = self.metrics
+        metrics = core.metrics
         metrics.deliveries += deliveries
         metrics.delivered_bytes += delivered
         if variant in NOTICE_VARIANTS and self.notice is not None:
@@ -346,6 +286,7 @@ class Session:
         role: Role | None = None,
         via_attach: bool = False,
         message_id: str | None = None,
+        relayed: bool = False,
     ) -> dict[str, Any]:
         """Attach ``client`` and queue its catch-up in its sink.
 
@@ -358,22 +299,19 @@ class Session:
         ``role`` is capped at the client's own role. Returns the cursor meta
         ``{"epoch", "seq"}``: the client holds the state up to ``seq``. The caller must queue
         the response before yielding to the event loop, so that it precedes every later event,
-        and then call ``announce``.
+        and then call ``announce``. ``relayed``: a client of another node
+        (``hub.sessions.remote``), in the presence but outside the fan-out.
         """
-        cursor = self.cursor
-        client.outbox.push_pages(self.catch_up.frames(client, replay, after, message_id))
-        effective = arbiter.capped(role, client.role)
-        previous = self.attached.get(client.client_id)
-        since = previous.since if previous is not None and previous.role == effective else now_iso()
-        self.attached[client.client_id] = Attachment(client, since, effective, via_attach)
-        self._fanout_changed()
-        return cursor
-
-    def _fanout_changed(self) -> None:
-        # Clients of other nodes (hub.sessions.cluster) get the events from the store.
-        attachments = [a for a in self.attached.values() if not getattr(a.client, "remote", False)]
-        self._v2_pushes = tuple(a.push for a in attachments if a.v2)
-        self._v1_attached = tuple(a for a in attachments if not a.v2)
+        return self.core.attach(
+            client,
+            replay=replay,
+            after=after,
+            role=role,
+            via_attach=via_attach,
+            message_id=message_id,
+            since=now_iso(),
+            relayed=relayed,
+        )
 
     def announce(self, client: ClientHandle) -> None:
         """After the attach response was queued: tell everyone who joined, and offer the new
@@ -388,31 +326,26 @@ class Session:
     def detach(self, client: ClientHandle, *, reason: str = "detached") -> None:
         """Remove ``client``; its queued prompts are withdrawn, its permission copies and the
         elicitations it was asked too, and the lease it held is released."""
-        attachment = self.attached.pop(client.client_id, None)
-        if attachment is None:
+        if self.core.remove(client) is None:
             return
-        self._fanout_changed()
         self.permissions.forget_client(client)
         self.elicitations.forget_client(client)
         self.extensions.forget_client(client)
         self.turns.forget_client(client)
         self.lease.forget_client(client, reason)
         self.presence.changed(left=client.client_id, reason=reason)
-        for other in self.attached.values():
-            if other.via_attach:
-                other.client.notify(
-                    "_hub/client_disconnected",
-                    {"sessionId": self.id, "clientId": client.client_id, "reason": reason},
-                )
+        self.core.tell_left(client.client_id, reason)
         self.changed()
         self.permissions.check_unanswerable()
 
-    def notify_attached(self, method: str, params: dict[str, Any], *, via_attach: bool) -> None:
-        """Send a notification to every attached client (``via_attach``: only to those that
-        attached with ``session/attach``, which asked for the proposal's notices)."""
+    def dismiss(self, closed: dict[str, Any], reason: str) -> None:
+        """The session is closed here: every client is detached, and those of this node are
+        told with ``_hub/session_closed`` and ``closed`` (a client of another node hears it
+        from its own node, which sees the session gone)."""
         for attachment in tuple(self.attached.values()):
-            if attachment.via_attach or not via_attach:
-                attachment.client.notify(method, params)
+            if not attachment.relayed:
+                attachment.client.notify("_hub/session_closed", closed)
+            self.detach(attachment.client, reason=reason)
 
     @property
     def settled(self) -> bool:
@@ -424,11 +357,6 @@ class Session:
         a restart then folds it and the events after it, not the whole history)."""
         if self._store is not None:
             self._store.snapshot(self.log, compact(self.state))
-
-    @property
-    def cursor(self) -> dict[str, int]:
-        """``{"epoch", "seq"}`` of the last event in the log."""
-        return {"epoch": self.log.epoch, "seq": self.log.last_seq}
 
     # -- the agent's side (SessionSink) ------------------------------------------------------
 
@@ -446,8 +374,6 @@ class Session:
         status = event.get("status")
         self.emit({"sessionUpdate": "_hub_agent", "agent": self.agent.name, **event})
         if status in ("exited", "lost"):
-            if status == "lost":
-                self.lost = True
             self.permissions.cancel_all()
             self.elicitations.cancel_waiting()
             if self.turns.busy:
@@ -485,23 +411,6 @@ class Session:
         """A request of ``client`` the hub has no handler for, answered by the agent
         (``hub.sessions.extensions``)."""
         return await self.extensions.client_request(client, method, params)
-
-    # -- roles -------------------------------------------------------------------------------
-
-    def role_of(self, client: ClientHandle) -> Role:
-        """``client``'s role here: its attachment's (it may have attached with less than its
-        connection's role), else its connection's."""
-        attachment = self.attached.get(client.client_id)
-        return attachment.role if attachment is not None else client.role
-
-    def may(self, client: ClientHandle, needed: Role) -> bool:
-        return arbiter.allows(self.role_of(client), needed)
-
-    def require(self, client: ClientHandle, needed: Role, action: str) -> None:
-        """Raise ``SessionFailure`` (FORBIDDEN) unless ``client`` has at least ``needed``."""
-        have = self.role_of(client)
-        if not arbiter.allows(have, needed):
-            raise SessionFailure(forbidden(needed, have, action))
 
     # -- what clients do ---------------------------------------------------------------------
 
@@ -567,15 +476,24 @@ class Session:
 
     # -- policies ----------------------------------------------------------------------------
 
-    def emit_policies(self) -> None:
-        """Record the session's current prompt and permission policies (``_hub_policy``)."""
-        self.emit(
-            {
-                "sessionUpdate": "_hub_policy",
-                "prompt": self.prompt_policy,
-                "permission": self.permission_policy,
-            }
-        )
+    def emit_policies(
+        self,
+        prompt: PromptPolicy | None = None,
+        permission: PermissionPolicy | None = None,
+        quorum: int | None = None,
+    ) -> None:
+        """Record the session's prompt and permission policies (``_hub_policy``; with
+        ``consensus``, its quorum too), with ``prompt`` / ``permission`` / ``quorum`` in place of
+        the current ones; the session's policies are what the latest ``_hub_policy`` says
+        (``hub.sessions.core``)."""
+        update: dict[str, Any] = {
+            "sessionUpdate": "_hub_policy",
+            "prompt": prompt or self.prompt_policy,
+            "permission": permission or self.permission_policy,
+        }
+        if update["permission"] == "consensus":
+            update["quorum"] = quorum or self.consensus_quorum
+        self.emit(update)
 
     def set_policy(
         self, client: ClientHandle, prompt: Any, permission: Any, quorum: Any = None
@@ -586,7 +504,7 @@ class Session:
         if quorum is not None:
             if not isinstance(quorum, int) or isinstance(quorum, bool) or not 1 <= quorum <= 100:
                 raise SessionFailure(invalid_params("quorum must be an integer from 1 to 100"))
-            self.consensus_quorum = quorum
+            self.core.defaults.quorum = quorum
         try:
             new_prompt = None if prompt is None else arbiter.check_prompt_policy(prompt)
             new_permission = (
@@ -594,11 +512,7 @@ class Session:
             )
         except InvalidParams as exc:
             raise SessionFailure(invalid_params(str(exc))) from None
-        if new_prompt is not None:
-            self.prompt_policy = new_prompt
-        if new_permission is not None:
-            self.permission_policy = new_permission
-        self.emit_policies()
+        self.emit_policies(new_prompt, new_permission, quorum)
         self.permissions.reoffer()
         self.changed()
         if self.on_record is not None:
@@ -624,33 +538,26 @@ class Session:
         return self.agent.name
 
     @property
-    def config_options(self) -> list[Any]:
-        """The agent's current v2 config options."""
-        return self.state.config_options
+    def v1(self) -> ClientV1Renderer:
+        """The live v1 rendering of the session's updates."""
+        return self.core.v1
+
+    def answers_here(self, method: str) -> bool:
+        return True
+
+    async def forward_method(
+        self, client: ClientHandle, method: str, params: dict[str, Any]
+    ) -> Any:
+        raise AssertionError(f"{method} is answered here")  # see ``answers_here``
 
     def summary(self) -> dict[str, Any]:
         """The ``_meta["acp-hub"]`` of this session in ``session/list``."""
-        return {
-            "agent": self.agent.name,
-            "agentSessionId": self.agent_session_id,
-            "state": "lost" if self.lost else self.state.foreground,
-            "stopReason": self.state.stop_reason,
-            "clients": [
-                {
-                    "clientId": a.client.client_id,
-                    "name": a.client.name,
-                    "principal": a.client.principal,
-                    "role": a.role,
-                }
-                for a in self.attached.values()
-            ],
-            "pendingPermissions": len(self.permissions),
-            "queued": len(self.turns.queue),
-            "seq": self.log.last_seq,
-            "epoch": self.log.epoch,
-            "promptPolicy": self.prompt_policy,
-            "permissionPolicy": self.permission_policy,
-        }
+        return self.core.summary(
+            self.agent.name,
+            self.agent_session_id,
+            pending_permissions=len(self.permissions),
+            queued=len(self.turns.queue),
+        )
 
 
-__all__ = ["Attachment", "Session", "SessionFailure", "Spawner"]
+__all__ = ["Attachment", "Replay", "Session", "SessionFailure", "Spawner"]

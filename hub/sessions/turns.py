@@ -58,7 +58,7 @@ from hub.sessions.client import ClientHandle
 from hub.sessions.errors import SessionFailure
 
 if TYPE_CHECKING:
-    from hub.sessions.session import Session
+    from hub.sessions.host import Host
 
 log = logging.getLogger("hub.sessions")
 
@@ -120,7 +120,7 @@ class Turn:
 class Turns:
     """The turn and the prompt queue of one session; see the module docstring."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Host) -> None:
         self._session = session
         self.current: Turn | None = None
         self.queue: list[QueuedPrompt] = []

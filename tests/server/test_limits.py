@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hub.sessions.session import Session
+from hub.sessions.ops import SessionOps
 from hub.settings import Settings
 from tests.server.harness import (
     AcpClient,
@@ -141,7 +141,7 @@ async def test_an_idle_session_without_clients_is_closed_after_the_timeout() -> 
         closed = anyio.Event()
         gone: list[str] = []
 
-        def on_change(session: Session) -> None:
+        def on_change(session: SessionOps) -> None:
             if session.closed:
                 gone.append(session.id)
                 closed.set()

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hub.server.app import create_app
 from hub.server.metrics import close_code_label
-from hub.sessions.session import Session
+from hub.sessions.ops import SessionOps
 from hub.settings import Settings
 from tests.redis_server import RedisServer
 
@@ -117,13 +117,13 @@ async def test_connections_and_closes_are_counted() -> None:
         assert value(after, "process_resident_memory_bytes") > 0
 
 
-async def caught_up(session: Session, *clients: AcpClient) -> None:
+async def caught_up(session: SessionOps, *clients: AcpClient) -> None:
     """Wait until every client received every event of ``session`` (nothing left coalescing)."""
     for client in clients:
         await client.wait_for(_has_all(session, client))
 
 
-def _has_all(session: Session, client: AcpClient) -> Callable[[], bool]:
+def _has_all(session: SessionOps, client: AcpClient) -> Callable[[], bool]:
     return lambda: session.settled and client.last_seq(session.id) == session.cursor["seq"]
 
 

@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from hub.sessions.log import Event, EventLog
+from hub.store.log import Event, EventLog
 
 
 def _event(seq: int, message_id: str | None = None, size: int = 10) -> Event:

@@ -126,11 +126,11 @@ async def test_a_changed_policy_moves_the_copies() -> None:
         join(session, driver)
         outcomes = await ask(session, tg)
         assert copies(owner, driver) == [1, 1]
-        session.permission_policy = "owner"
+        session.emit_policies(permission="owner")
         session.permissions.reoffer()
         assert copies(owner, driver) == [1, 0]
         assert len(driver.withdrawn) == 1
-        session.permission_policy = "first"
+        session.emit_policies(permission="first")
         session.permissions.reoffer()
         assert copies(owner, driver) == [1, 1]
         driver.answer(driver.permission_copies()[0], ALLOW)

@@ -25,8 +25,9 @@ from hub.protocol.errors import (
     invalid_params,
 )
 from hub.sessions.client import ClientHandle
+from hub.sessions.ops import Replay
+from hub.sessions.ops import SessionOps as Session
 from hub.sessions.registry import SessionRegistry
-from hub.sessions.session import Replay, Session
 from hub.settings import Role, Settings
 
 __all__ = ["AsyncHandler", "Caller", "Result", "SyncHandler", "failure_answer"]

@@ -36,7 +36,7 @@ from hub.protocol.compact import compact
 from hub.protocol.errors import FORBIDDEN, hub_error, invalid_params
 from hub.server.methods.caller import Caller
 from hub.sessions.errors import SessionFailure
-from hub.sessions.session import Session
+from hub.sessions.ops import SessionOps as Session
 from hub.store.export import FORMATS, ExportError, header, jsonl_lines, markdown, read_jsonl
 
 _rendered: weakref.WeakKeyDictionary[Caller, tuple[str, bytes]] = weakref.WeakKeyDictionary()

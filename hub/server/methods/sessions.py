@@ -21,7 +21,7 @@ from hub.server.methods.caller import AsyncHandler, Caller, Result, SyncHandler
 from hub.server.methods.params import check_param, hub_meta_of, string
 from hub.sessions import arbiter, workspace
 from hub.sessions.errors import SessionFailure
-from hub.sessions.session import Replay
+from hub.sessions.ops import Replay
 from hub.settings import Role
 
 
