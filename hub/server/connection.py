@@ -19,9 +19,8 @@ agent (new, prompt, config, close) runs in the connection's task group, where
 (permission copies, elicitations) through an ``IdMap``.
 
 The transport is the outbox's (``hub.server.outbox.ConnectionOutbox``); the method handlers
-(``hub.server.methods``) see the connection as a ``Caller``. Batches, the role checks, the v1
-config rendering and the close codes are ``hub.server.batches``, ``roles``,
-``config_rendering`` and ``close_codes``; docs/internals.md has the whole layout.
+(``hub.server.methods``) see the connection as a ``Caller``; a session is a ``SessionOps``,
+served here or by another node. docs/internals.md has the whole layout.
 """
 
 from __future__ import annotations
@@ -497,9 +496,7 @@ class ClientConnection:
             self._flush_announcements()
 
     def _failure(self, exc: Exception) -> RpcError:
-        """The error answering a request whose handler raised ``exc`` (call it from the
-        ``except`` block). The peer's faults and refusals get one log line; anything else is
-        our bug: ``-32603``, logged with its traceback (see ``hub.protocol.errors``)."""
+        """The error answering a request whose handler raised ``exc`` (``failure_answer``)."""
         return failure_answer(exc, self.mistake, self.connection_id)
 
     def _run_sync(self, request_id: Any, handler: SyncHandler, params: dict[str, Any]) -> bytes:
