@@ -252,3 +252,9 @@ def test_the_sessions_layer_has_no_import_cycle() -> None:
     """A session's parts depend on narrow protocols (``hub.sessions.host``,
     ``hub.sessions.ops``, ``hub.sessions.nodes``), never on the class that composes them."""
     assert import_cycles("hub.sessions") == []
+
+
+def test_no_package_of_the_hub_has_an_import_cycle() -> None:
+    """Across the whole of ``hub`` (bridge, cli, store, agents, access, protocol too): no
+    module imports another that imports it back, not even under ``TYPE_CHECKING``."""
+    assert import_cycles("hub") == []
