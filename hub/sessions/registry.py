@@ -336,6 +336,16 @@ class SessionRegistry:
             )
         session.emit_policies()
         self.sessions[session_id] = session
+        if self.store.shared:
+            # Another node may be asked for the session as soon as its id is out: its log
+            # must be readable there first (the writes are behind), within owner_wait.
+            with anyio.move_on_after(self.settings.owner_wait) as waited:
+                try:
+                    await self.store.flush()
+                except StoreError as exc:
+                    log.warning("! %s: the log was not written: %s", session_id, exc)
+            if waited.cancelled_caught:
+                log.warning("! %s: the log was not written within owner_wait", session_id)
         log.info("= %s: new session on agent %s (%s)", session_id, name, result.session_id)
         self.audit.record(
             "session_created", sessionId=session_id, agent=name, cwd=cwd, principal=client.principal

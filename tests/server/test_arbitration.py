@@ -520,7 +520,7 @@ async def refused(code: int, call: Any) -> dict[str, Any]:
 
 
 async def test_lease_policy_request_release_grant_and_expiry() -> None:
-    settings = Settings(prompt_policy="lease", lease_timeout=0.6)
+    settings = Settings(prompt_policy="lease", lease_timeout=4.0)
     async with (
         running_hub([scripted_agent()], settings) as hub,
         acp_client(hub.url, 2, name="owner") as owner,

@@ -311,3 +311,19 @@ async def closed_notice(client: AcpClient, session_id: str) -> None:
         ),
         timeout=LEASE * 5,
     )
+
+
+async def test_a_session_made_on_one_node_is_found_on_another_at_once(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    # The session's log is written behind the events; session/new answers only once another
+    # node can read it, so a client told the id may resume it anywhere straight away (a
+    # reader of the id on another node found no session while the first write was queued).
+    async with (
+        hub_nodes(tmp_path, redis_server.url, "ab", hub={"node_lease": LEASE}) as nodes,
+        acp_client(nodes[0].url) as a,
+        acp_client(nodes[1].url) as b,
+    ):
+        for _ in range(10):
+            sid = await a.new_session(cwd="/tmp")
+            assert await watch(b, sid) >= 1
