@@ -21,7 +21,8 @@ without processes or sockets (``tests/bridge/test_core.py``).
   the editor got the answer that names their session. ``_hub_*`` updates are the bridge's.
 * **Link** (``linked``, ``connected``, ``resumed``, ``dropped``). Each connection has a
   generation; a drop rejects what was sent on it: the bridge's own requests fail (``lost``), the
-  editor's become orphans.
+  editor's become orphans. An own request made for a connection that is no longer up fails at
+  once (``own_request``): nothing would answer it.
 * **Orphans** (``settle_orphan``, ``fail_orphans``). Once a new connection resumed every
   session, each orphan, in the order sent, is settled: a prompt the hub had started from the
   session's events (v1: perhaps only ``session/list`` tells, ``turn_ended``), ``session/new``
@@ -197,11 +198,24 @@ class Relay:
         pending.hub_id = self._pending.register(pending)
         return [ToHub(jsonrpc.request(pending.hub_id, pending.method, pending.params))]
 
-    def own_request(self, method: str, params: dict[str, Any]) -> tuple[Pending, bytes]:
-        """One of the bridge's own requests and its frame; its answer comes as ``OwnAnswer``."""
+    def own_request(
+        self, method: str, params: dict[str, Any], generation: int
+    ) -> tuple[Pending, bytes | None]:
+        """One of the bridge's own requests on the hub connection ``generation`` and its frame;
+        its answer comes as ``OwnAnswer``. If that connection is no longer up (its requests were
+        rejected when it dropped, so none would answer this one), nothing is sent: the frame is
+        ``None`` and the request has already failed as ``lost``."""
         pending = Pending(method, params, kind="own")
+        if generation != self.generation or not self.up:
+            self._lose(pending, f"before {method} was sent")
+            return pending, None
         pending.hub_id = self._pending.register(pending)
         return pending, jsonrpc.request(pending.hub_id, method, params)
+
+    def _lose(self, pending: Pending, reason: str) -> None:
+        """Fail one of the bridge's own requests with its connection."""
+        pending.error = unreachable(f"the connection to the hub was lost ({reason})", self.url)
+        pending.lost = True
 
     # -- the hub side ------------------------------------------------------------------------
 
@@ -394,12 +408,10 @@ class Relay:
         if generation != self.generation or not self.up:
             return []
         self.up = False
-        lost = unreachable(f"the connection to the hub was lost ({reason})", self.url)
         out: list[Action] = []
         for pending in self._pending.reject_all():
             if pending.kind == "own":
-                pending.error = lost
-                pending.lost = True
+                self._lose(pending, reason)
                 out.append(OwnAnswer(pending))
             else:
                 self.orphans.append(pending)

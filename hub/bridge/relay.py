@@ -182,7 +182,7 @@ class Bridge:
         generation = self.core.linked()
         self._spawn(lambda: self._read_hub(ws, generation), "hub reader")
         try:
-            result = await self._call(ws, "initialize", self.core.hub_initialize())
+            result = await self._call(ws, generation, "initialize", self.core.hub_initialize())
         except LinkFailure:
             await ws.close()
             raise
@@ -193,22 +193,26 @@ class Bridge:
         log.info("= connected to %s as %s", self.target.url, connection_id)
         for track, params in self.core.resumes():
             try:
-                resumed = await self._call(ws, "session/resume", params)
+                resumed = await self._call(ws, generation, "session/resume", params)
             except HubError as exc:
                 await self._perform(self.core.resume_failed(track, exc.error))
             else:
                 self.core.resumed(track, resumed)
         return result
 
-    async def _call(self, ws: ClientConnection, method: str, params: dict[str, Any]) -> Any:
-        """The bridge's own request on ``ws``: its result, ``HubError``, or ``LinkFailure``."""
-        pending, frame = self.core.own_request(method, params)
-        done = self._calls[pending.hub_id] = anyio.Event()
-        try:
-            await ws.send(frame.decode())
-        except ConnectionClosed:
-            pass  # the reader sees the close and settles the request with the others
-        await done.wait()
+    async def _call(
+        self, ws: ClientConnection, generation: int, method: str, params: dict[str, Any]
+    ) -> Any:
+        """The bridge's own request on ``ws`` (the connection of ``generation``): its result,
+        ``HubError``, or ``LinkFailure`` (at once if ``ws`` already dropped)."""
+        pending, frame = self.core.own_request(method, params, generation)
+        if frame is not None:
+            done = self._calls[pending.hub_id] = anyio.Event()
+            try:
+                await ws.send(frame.decode())
+            except ConnectionClosed:
+                pass  # the reader sees the close and settles the request with the others
+            await done.wait()
         if pending.error is not None:
             if pending.lost:
                 raise LinkFailure(pending.error, fatal=False)
@@ -240,6 +244,11 @@ class Bridge:
                 try:
                     ws = await connect_hub(self.target)
                     await self._establish(ws)
+                    await self._settle_orphans()
+                    if not self.core.up:
+                        # It dropped meanwhile; its Reconnect came while this one was under way.
+                        lost = unreachable("the connection to the hub was lost", self.target.url)
+                        raise LinkFailure(lost, fatal=False)
                 except LinkFailure as exc:
                     failure = exc.error
                     delay = backoff.retry_after(anyio.current_time(), fatal=exc.fatal)
@@ -248,7 +257,6 @@ class Bridge:
                     log.info("= hub not reachable yet (%s); retrying", exc.error.message)
                     await anyio.sleep(delay)
                     continue
-                await self._settle_orphans()
                 self._ready.set()
                 return
             log.error("! giving up on the hub: %s", failure.message)
@@ -269,14 +277,14 @@ class Bridge:
     async def _turn_over(self, wait: PromptWait) -> str | None:
         """The stop reason of ``wait``'s turn if it is over, else ``None``."""
         track = self.core.sessions.get(wait.session_id)
-        ws = self._ws
+        ws, generation = self._ws, self.core.generation
         if track is None or ws is None:
             return None
         known = prompts.turn_over_known(track, wait)
         params: dict[str, Any] = {}
         while known is None:
             try:
-                listed = await self._call(ws, "session/list", params)
+                listed = await self._call(ws, generation, "session/list", params)
             except (HubError, LinkFailure):
                 return None
             page = prompts.read_listing(listed, wait.session_id, params)

@@ -78,7 +78,8 @@ class Driver:
 
     def own(self, method: str, params: dict[str, Any], result: Any) -> Pending:
         """One of the bridge's own requests, answered with ``result``."""
-        pending, frame = self.relay.own_request(method, params)
+        pending, frame = self.relay.own_request(method, params, self.generation)
+        assert frame is not None
         sent = orjson.loads(frame)
         assert (sent["method"], sent["params"]) == (method, params)
         answered = self.hub({"jsonrpc": "2.0", "id": sent["id"], "result": result})

@@ -248,7 +248,7 @@ def test_a_closed_session_is_no_longer_resumed_and_notifications_wait_for_initia
 
 def test_a_drop_fails_the_bridges_own_requests_as_lost_and_a_stale_drop_is_ignored() -> None:
     d = Driver()
-    pending, _ = d.relay.own_request("session/list", {})
+    pending, _ = d.relay.own_request("session/list", {}, d.generation)
     stale = d.relay.dropped(d.generation - 1, "old")
     assert stale == []
     out = d.drop()
@@ -257,6 +257,30 @@ def test_a_drop_fails_the_bridges_own_requests_as_lost_and_a_stale_drop_is_ignor
     assert pending.error is not None
     assert pending.error.code == HUB_UNREACHABLE
     assert d.drop() == []  # reported once
+
+
+def test_an_own_request_on_a_connection_that_dropped_fails_at_once_as_lost() -> None:
+    d = Driver()
+    d.new_session(S)
+    # The connection closes and its requests are rejected before the bridge's next own request
+    # on it (the next resume, the next session/list page): nothing would ever answer it.
+    first = d.generation
+    assert d.drop() == [Reconnect()]
+    late, frame = d.relay.own_request("session/list", {"cursor": "p2"}, first)
+    assert frame is None
+    assert late.lost
+    assert late.error is not None
+    assert late.error.code == HUB_UNREACHABLE
+    assert "session/list" in late.error.message
+    # Nor is one for an older connection sent once a new one is up; the new one is unaffected.
+    d.link()
+    stale, frame = d.relay.own_request("session/resume", {"sessionId": S}, first)
+    assert (frame, stale.lost) == (None, True)
+    current, frame = d.relay.own_request("session/list", {}, d.generation)
+    assert frame is not None
+    assert not current.lost
+    # Failed already: the next drop reports only what was sent.
+    assert d.drop() == [OwnAnswer(current), Reconnect()]
 
 
 def test_a_request_while_the_link_is_down_waits_for_it_and_goes_out_after_the_resume() -> None:
