@@ -37,7 +37,7 @@ from hub.settings import ROLES, Role, Settings
 from tests.credentials import token
 from tests.server.harness import AcpClient, HubHandle, acp_client, running_hub, scripted_agent
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 SECTION = "## Every method and route"
 NOTIFICATIONS = {"session/cancel", "$/cancel_request"}

@@ -21,7 +21,7 @@ from hub.settings import Settings
 from tests.server.harness import acp_client, running_hub, scripted_agent
 from tests.server.test_hub import RawClient, contiguous, update_seqs
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 RUNS = 20
 STALL_S = 8.0
