@@ -152,6 +152,9 @@ class Conn(asyncio.Protocol):
         self.on_update: Callable[[Conn], None] | None = None
         self.on_raw: Callable[[bytes], None] | None = None
         """When set, every text frame goes to it undecoded, and nowhere else."""
+        self.on_session_update: Callable[[bytes, float], None] | None = None
+        """When set, every ``session/update`` frame also goes to it undecoded, with the time
+        it arrived, before it is checked as usual."""
 
     # asyncio.Protocol
 
@@ -249,13 +252,16 @@ class Conn(asyncio.Protocol):
             self.on_raw(data)
             return
         if data.find(_SESSION_UPDATE) >= 0:
+            if self.on_session_update is not None:
+                self.on_session_update(data, received)
+            if data.find(_RESET) >= 0:
+                # Sent with the replay that follows it: the count starts again at the answer.
+                self.resets += 1
+                self.last_seq = None
             if data.find(_REPLAY) >= 0:
                 self.replay_frames += 1
                 self.replay_marks += data.count(_N_MARK)
                 return
-            if data.find(_RESET) >= 0:
-                self.resets += 1
-                self.last_seq = None
             i = data.find(_HUB_META)
             while i >= 0:
                 j = data.find(_SEQ, i, i + 80)
