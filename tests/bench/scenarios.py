@@ -510,8 +510,10 @@ async def s10_storm(target: Target, p: Params, server_pid: int) -> Result:
             return conn
 
     firsts = list(await asyncio.gather(*(watch_on_c() for _ in range(p["observers"]))))
-    controller = await target.open_on(a, recorder)
-    await target.attach(controller, session)
+    # With ``kill_owner``, the client of A that starts the stream again (it watches all along).
+    controller = await target.open_on(a, recorder) if kill_owner else None
+    if controller is not None:
+        await target.attach(controller, session)
     count = int(p["rate"] * p["max_s"])
     await target.stream([session], p["rate"], count, p["size"])
     if not await wait_until(lambda: all(c.marks > 0 for c in firsts), within=60):
@@ -522,7 +524,7 @@ async def s10_storm(target: Target, p: Params, server_pid: int) -> Result:
     resumed: list[float] = []
     live_at: dict[int, float] = {}
     restream: asyncio.Future[None] | None = None
-    if kill_owner:
+    if controller is not None:
         # The stream died with its owner: a client of A starts another, which runs once the
         # next owner serves the session.
         again = Session(session.id, session.epoch, controller)
@@ -551,6 +553,7 @@ async def s10_storm(target: Target, p: Params, server_pid: int) -> Result:
     if restream is not None:
         await restream
     target.cancel(session)
+    watching = [controller] if controller is not None else []
     # Live again: the resume answered and an update sent after the kill received.
     lives = [max(t, answered[k]) - killed for k, t in live_at.items()]
     all_live = max(lives) if live else math.nan
@@ -573,8 +576,8 @@ async def s10_storm(target: Target, p: Params, server_pid: int) -> Result:
         "figures": figures,
         "correctness": {
             **correctness(seconds),
-            "before_gaps": sum(c.gaps for c in firsts) + controller.gaps,
-            "before_duplicates": sum(c.duplicates for c in firsts) + controller.duplicates,
+            "before_gaps": sum(c.gaps for c in [*firsts, *watching]),
+            "before_duplicates": sum(c.duplicates for c in [*firsts, *watching]),
             "all_live": int(live),
         },
         "detail": {
