@@ -66,6 +66,33 @@ def _s10(run: dict[str, Any]) -> None:
     assert storm["figures"]["all_live_s"] >= storm["figures"]["live_p50_s"] > 0
 
 
+def _s10_owner(run: dict[str, Any]) -> None:
+    # The killed node owned the session: another node claimed it, its agent served it again,
+    # and every client of the killed node was live again on the others.
+    storm = run["hub-3nodes"]
+    assert storm["correctness"]["all_live"] == 1
+    figures = storm["figures"]
+    assert figures["detection_s"] > 0, figures
+    assert figures["takeover_s"] >= 0, figures
+    assert figures["all_live_s"] >= figures["detection_s"] + figures["takeover_s"], figures
+
+
+def _s13(run: dict[str, Any]) -> None:
+    # The owner was killed; the prompt sent 2 s later through another node ran once the next
+    # owner served the session, its turn ended, and nobody saw an error.
+    failover = run["hub-3nodes"]
+    c, figures = failover["correctness"], failover["figures"]
+    assert c["turn_ended"] == 1, c
+    assert c["all_delivered"] == 1, c
+    assert c["errors_surfaced"] == 0, failover["detail"]
+    assert figures["detection_s"] > 0, figures
+    assert figures["takeover_s"] >= 0, figures
+    assert figures["turn_end_s"] > 2.0, figures  # the prompt left 2 s after the kill
+    assert figures["turn_end_s"] == pytest.approx(
+        figures["detection_s"] + figures["takeover_s"] + figures["rest_s"]
+    )
+
+
 def _s2_scale(run: dict[str, Any]) -> None:
     # The scale-out runs measured the servers' CPU, at every step (the best step's figure is
     # missing when no step kept its p99 under the limit, as on a loaded machine).
@@ -81,6 +108,8 @@ CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "S7": _s7,
     "S9": _s9,
     "S10": _s10,
+    "S10-owner": _s10_owner,
+    "S13": _s13,
     "S2-scale": _s2_scale,
 }
 """What a scenario's quick run must show besides a clean correctness record."""

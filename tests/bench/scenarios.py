@@ -21,10 +21,11 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.bench.payload import now
+from tests.bench.nodelog import Takeover, takeover
+from tests.bench.payload import TS_MARK, now
 from tests.bench.stats import percentile
 from tests.bench.targets import ClusterTarget, Session, Target, open_many
-from tests.bench.wsclient import Conn, Recorder
+from tests.bench.wsclient import Conn, Recorder, RequestFailed
 
 __all__ = ["SCENARIOS", "Result"]
 
@@ -451,18 +452,56 @@ async def s5_blip(target: Target, p: Params, server_pid: int) -> Result:
     }
 
 
+def _split(killed_wall: float, p: Params, session: Session) -> Takeover | None:
+    """The takeover of ``session`` after the kill, from the surviving nodes' logs."""
+    logs = [log for log in p.get("server_logs", []) if log != p.get("kill_log")]
+    return takeover(logs, session.id, killed_wall)
+
+
+def _split_figures(split: Takeover | None, killed_wall: float) -> dict[str, float]:
+    """Detection (kill to claim) and takeover (claim to the agent serving), in seconds."""
+    if split is None:
+        return {"detection_s": math.nan, "takeover_s": math.nan}
+    serving = split.serving if split.serving is not None else math.nan
+    return {"detection_s": split.claimed - killed_wall, "takeover_s": serving - split.claimed}
+
+
+def _live_after(conn: Conn, t0: float, seen: dict[int, float]) -> None:
+    """Record in ``seen[id(conn)]`` when ``conn`` first gets an update the agent sent after
+    ``t0`` (``CLOCK_MONOTONIC``): live again, not catching up."""
+
+    def hook(data: bytes, received: float) -> None:
+        if id(conn) in seen or data.find(b'"replay":true') >= 0:
+            return
+        i = data.find(TS_MARK)
+        while i >= 0:
+            end = data.find(b"@", i + 4)
+            if float(data[i + 4 : end]) > t0:
+                seen[id(conn)] = received
+                return
+            i = data.find(TS_MARK, i + 4)
+
+    conn.on_session_update = hook
+
+
 async def s10_storm(target: Target, p: Params, server_pid: int) -> Result:
-    """S10 reconnect storm: ``observers`` clients watch a session through node C (which follows
-    node B, the owner, through Redis) while it streams; C is killed (SIGKILL) and every client
-    reconnects at once to A or B with the cursor of the last event it got. Figures: the time
-    from the kill until every client has its resume answered and has a live update again."""
+    """S10 reconnect storm: ``observers`` clients watch a session through node C while it
+    streams; C is killed (SIGKILL) and every client reconnects at once to A or B with the
+    cursor of the last event it got. By default node B owns the session and C follows it
+    through Redis, so nothing is taken over; with ``kill_owner`` C owns it too, and a client
+    on A that was watching all along starts a new stream as soon as C is killed (the prompt
+    waits for the next owner, ``owner_wait``). Figures: the time from the kill until every
+    client has its resume answered, and until every client has an update the agent sent after
+    the kill (live again); with ``kill_owner`` also detection (kill to another node's claim)
+    and takeover (claim to its agent serving), from the nodes' logs."""
     if (skipped := _skip(target)) is not None:
         return skipped
     if not isinstance(target, ClusterTarget) or len(target.ports) < 3 or "kill_pid" not in p:
         raise RuntimeError("S10 needs three nodes and the pid of the one to kill")
     a, b, c = target.ports[:3]
+    kill_owner = bool(p.get("kill_owner"))
     recorder = Recorder()
-    session = await target.create(await target.open_on(b, recorder))
+    session = await target.create(await target.open_on(c if kill_owner else b, recorder))
     gate = asyncio.Semaphore(p["concurrency"])
 
     async def watch_on_c() -> Conn:
@@ -472,43 +511,171 @@ async def s10_storm(target: Target, p: Params, server_pid: int) -> Result:
             return conn
 
     firsts = list(await asyncio.gather(*(watch_on_c() for _ in range(p["observers"]))))
-    await target.stream([session], p["rate"], int(p["rate"] * p["max_s"]), p["size"])
+    # With ``kill_owner``, the client of A that starts the stream again (it watches all along).
+    controller = await target.open_on(a, recorder) if kill_owner else None
+    if controller is not None:
+        await target.attach(controller, session)
+    count = int(p["rate"] * p["max_s"])
+    await target.stream([session], p["rate"], count, p["size"])
     if not await wait_until(lambda: all(c.marks > 0 for c in firsts), within=60):
         raise RuntimeError("the observers on node C did not all receive the stream")
     await asyncio.sleep(p["warm_s"])
-    killed = now()
+    killed, killed_wall = now(), time.time()
     os.kill(p["kill_pid"], signal.SIGKILL)
     resumed: list[float] = []
+    live_at: dict[int, float] = {}
+    restream: asyncio.Future[None] | None = None
+    if controller is not None:
+        # The stream died with its owner: a client of A starts another, which runs once the
+        # next owner serves the session.
+        again = Session(session.id, session.epoch, controller)
+        restream = asyncio.ensure_future(target.stream([again], p["rate"], count, p["size"]))
+
+    stages: dict[str, list[float]] = {"lost": [], "opened": []}
 
     async def reconnect(index: int, old: Conn) -> Conn:
         await old.closed
+        stages["lost"].append(now() - killed)
         async with gate:
             conn = await target.open_on((a, b)[index % 2], recorder)
+        stages["opened"].append(now() - killed)
         # The new connection continues the old one's checks: no gap, no duplicate.
         conn.last_seq, conn.last_n = old.last_seq, old.last_n
+        _live_after(conn, killed, live_at)
         cursor = {"type": "_hub_after", "epoch": session.epoch, "seq": old.last_seq}
         await target.attach(conn, session, cursor)
         resumed.append(now() - killed)
+        answered[id(conn)] = now()
         return conn
 
+    answered: dict[int, float] = {}
     seconds = list(await asyncio.gather(*(reconnect(i, o) for i, o in enumerate(firsts))))
-    live = await wait_until(lambda: all(c.first_live_at is not None for c in seconds), 60)
+    live = await wait_until(lambda: len(live_at) == len(seconds), 60)
+    if restream is not None:
+        await restream
     target.cancel(session)
-    lives = [c.first_live_at - killed for c in seconds if c.first_live_at is not None]
+    watching = [controller] if controller is not None else []
+    # Live again: the resume answered and an update sent after the kill received.
+    lives = [max(t, answered[k]) - killed for k, t in live_at.items()]
+    all_live = max(lives) if live else math.nan
+    stages["resumed"], stages["live"] = resumed, lives
+    figures = {
+        "all_live_s": all_live,
+        "live_p50_s": percentile(lives, 50),
+        "live_p99_s": percentile(lives, 99),
+        "all_resumed_s": max(resumed),
+    }
+    if kill_owner:
+        split = _split(killed_wall, p, session)
+        figures.update(_split_figures(split, killed_wall))
+        if split is not None and split.serving is not None:
+            figures["after_takeover_s"] = all_live - (split.serving - killed_wall)
+        owner = f"C (killed): taken over by {Path(split.log).name if split else 'nobody'}"
+    else:
+        owner = "B, not killed: no detection, no takeover; the time is all reconnect"
     return {
-        "figures": {
-            "all_live_s": max(lives) if lives else float("nan"),
-            "live_p50_s": percentile(lives, 50),
-            "live_p99_s": percentile(lives, 99),
-            "all_resumed_s": max(resumed),
-        },
+        "figures": figures,
         "correctness": {
             **correctness(seconds),
-            "before_gaps": sum(c.gaps for c in firsts),
-            "before_duplicates": sum(c.duplicates for c in firsts),
+            "before_gaps": sum(c.gaps for c in [*firsts, *watching]),
+            "before_duplicates": sum(c.duplicates for c in [*firsts, *watching]),
             "all_live": int(live),
         },
-        "detail": {"caught_up_updates": sum(c.updates for c in seconds)},
+        "detail": {
+            "caught_up_updates": sum(c.updates for c in seconds),
+            "owner": owner,
+            # Seconds after the kill when the clients saw their connection lost, had a new
+            # one open (handshake and initialize), their resume answered, an update live.
+            **{
+                f"{stage}_p{q}_s": round(percentile(times, q), 3)
+                for stage, times in stages.items()
+                for q in (10, 50, 90, 100)
+            },
+        },
+    }
+
+
+async def s13_failover(target: Target, p: Params, server_pid: int) -> Result:
+    """S13 failover: three nodes on one Redis; node C owns a session that ``observers``
+    clients watch through A and B (the prompter among them, on A). C is killed (SIGKILL)
+    while the session is idle; ``prompt_after_s`` later the prompter sends a prompt (it waits
+    for the next owner, ``owner_wait``). Figures: the time from the kill until the prompter
+    sees the turn end (``state_update`` idle), split into detection (kill to another node's
+    claim), takeover (claim to its agent serving the session) and the rest (the prompt's wait
+    for the agent and its turn). Any error an observer sees, or an error answer to the prompt,
+    fails the run; so does a gap or a duplicate in any observer's stream across the takeover."""
+    if (skipped := _skip(target)) is not None:
+        return skipped
+    if not isinstance(target, ClusterTarget) or len(target.ports) < 3 or "kill_pid" not in p:
+        raise RuntimeError("S13 needs three nodes and the pid of the one to kill")
+    a, b, c = target.ports[:3]
+    recorder = Recorder()
+    session = await target.create(await target.open_on(c, recorder))
+    gate = asyncio.Semaphore(100)
+
+    async def watch(port: int) -> Conn:
+        async with gate:
+            conn = await target.open_on(port, recorder)
+            await target.attach(conn, session)
+            return conn
+
+    prompter = await watch(a)
+    others = await asyncio.gather(*(watch((b, a)[i % 2]) for i in range(p["observers"] - 1)))
+    observers = [prompter, *others]
+    errors: list[str] = []
+    ends: list[float] = []
+
+    def on_update(data: bytes, received: float) -> None:
+        if data.find(b'"error"') >= 0:
+            errors.append(data[:400].decode(errors="replace"))
+
+    def on_prompter(data: bytes, received: float) -> None:
+        on_update(data, received)
+        if data.find(b'"state_update"') >= 0 and data.find(b'"idle"') >= 0:
+            ends.append(received)
+
+    for conn in others:
+        conn.on_session_update = on_update
+    prompter.on_session_update = on_prompter
+    # A first turn, so that every observer's node follows the session and the turn is over.
+    warm = max(1, int(p["rate"] * p["warm_s"]))
+    await target.stream([session], p["rate"], warm, p["size"])
+    if not await wait_until(lambda: bool(ends) and all(o.marks >= warm for o in observers), 60):
+        raise RuntimeError("the observers did not all receive the first turn")
+    await asyncio.sleep(0.5)
+    killed, killed_wall = now(), time.time()
+    os.kill(p["kill_pid"], signal.SIGKILL)
+    await asyncio.sleep(max(0.0, killed + p["prompt_after_s"] - now()))
+    sent = now()
+    before = len(ends)
+    accepted = math.nan
+    try:
+        turn = Session(session.id, session.epoch, prompter)
+        await target.stream([turn], p["rate"], p["count"], p["size"])
+        accepted = now() - killed
+    except (RequestFailed, ConnectionError) as exc:
+        errors.append(f"the prompt: {exc}")
+    ended = await wait_until(lambda: len(ends) > before, within=p["max_s"])
+    turn_end = ends[before] - killed if ended else math.nan
+    goal = warm + p["count"]
+    delivered = await wait_until(lambda: all(o.marks >= goal for o in observers), 10)
+    split = _split(killed_wall, p, session)
+    figures = {"turn_end_s": turn_end, **_split_figures(split, killed_wall)}
+    figures["rest_s"] = turn_end - figures["detection_s"] - figures["takeover_s"]
+    figures["accepted_s"] = accepted
+    return {
+        "figures": figures,
+        "correctness": {
+            **correctness(observers),
+            "turn_ended": int(ended),
+            "all_delivered": int(delivered),
+            "errors_surfaced": len(errors),
+        },
+        "detail": {
+            "prompt_sent_s": sent - killed,
+            "taken_over_by": Path(split.log).name if split else None,
+            "errors": errors[:5],
+        },
     }
 
 
@@ -753,4 +920,6 @@ SCENARIOS: dict[str, Scenario] = {
     "S8": s8_idle,
     "S9": s9_fairness,
     "S10": s10_storm,
+    "S10-owner": s10_storm,
+    "S13": s13_failover,
 }

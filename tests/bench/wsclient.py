@@ -19,7 +19,7 @@ Every other frame is decoded with ``json.loads`` and, if it is a response, resol
 waiting request.
 
 Each connection checks its own stream: seqs must rise by exactly one; a lower or equal seq is
-a duplicate, a jump is a gap; ``_hub_reset`` starts a new count. The agent's own numbering
+a duplicate, a jump is a gap; ``_hub_reset`` starts a new count of both. The agent's own numbering
 in the live markers (``@n=``, restarting at 1 each prompt turn) is checked the same way.
 Latencies (receive time minus send timestamp) are appended to the shared ``Recorder`` while
 it is on and the connection is live (its attach response has arrived).
@@ -153,6 +153,9 @@ class Conn(asyncio.Protocol):
         self.on_update: Callable[[Conn], None] | None = None
         self.on_raw: Callable[[bytes], None] | None = None
         """When set, every text frame goes to it undecoded, and nowhere else."""
+        self.on_session_update: Callable[[bytes, float], None] | None = None
+        """When set, every ``session/update`` frame also goes to it undecoded, with the time
+        it arrived, before it is checked as usual."""
 
     # asyncio.Protocol
 
@@ -250,13 +253,18 @@ class Conn(asyncio.Protocol):
             self.on_raw(data)
             return
         if data.find(_SESSION_UPDATE) >= 0:
+            if self.on_session_update is not None:
+                self.on_session_update(data, received)
+            if data.find(_RESET) >= 0:
+                # Sent with the replay that follows it: both counts start again after it (the
+                # replay holds what was missed, the agent's numbering too).
+                self.resets += 1
+                self.last_seq = None
+                self.last_n = None
             if data.find(_REPLAY) >= 0:
                 self.replay_frames += 1
                 self.replay_marks += data.count(_N_MARK)
                 return
-            if data.find(_RESET) >= 0:
-                self.resets += 1
-                self.last_seq = None
             i = data.find(_HUB_META)
             while i >= 0:
                 j = data.find(_SEQ, i, i + 80)
