@@ -143,8 +143,15 @@ class CatchUp:
         seq)`` cannot be served (or that must start over)."""
         session = self._session
         event_log = session.log
-        served = event_log.serves(epoch, seq)
-        reason = "cursor older than the log" if served else "epoch changed"
+        shared = event_log.last_seq if epoch == event_log.epoch else event_log.lineage.get(epoch)
+        if shared is None:
+            reason = "epoch changed"
+        elif seq > shared:
+            # Events the client saw that the log does not hold (an owner that died before it
+            # wrote them, then another node took over): the client must start over.
+            reason = "cursor ahead of the log"
+        else:
+            reason = "cursor older than the log"
         reset = {"sessionUpdate": "_hub_reset", "reason": reason, "epoch": event_log.epoch}
         log.info(
             "= %s: %s resumes from %s/%s: %s, full replay",

@@ -99,6 +99,10 @@ async def test_a_late_joiner_replays_the_state_and_a_cursor_resumes_exactly() ->
             "reason": "epoch changed",
             "epoch": session.log.epoch,
         }
+        # A cursor past the log's end (events a dead owner sent and never wrote) says so.
+        ahead = Client("c-4")
+        session.attach(ahead, replay="after", after=(cursor["epoch"], session.log.last_seq + 5))
+        assert ahead.updates()[0]["reason"] == "cursor ahead of the log"
 
 
 # -- presence ----------------------------------------------------------------------------------
