@@ -30,17 +30,15 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from hub.protocol.errors import RpcError
 from hub.sessions import arbiter
 from hub.sessions.client import ClientHandle
+from hub.sessions.host import Host, attached_prompter
 from hub.sessions.notices import Notice, clip
-
-if TYPE_CHECKING:
-    from hub.sessions.host import Host
 
 log = logging.getLogger("hub.sessions")
 
@@ -168,14 +166,9 @@ class Elicitations:
 
     def _target(self) -> ClientHandle | None:
         session = self._session
-        turn = session.turns.current
-        if (
-            turn is not None
-            and turn.client is not None
-            and turn.client.client_id in session.attached
-            and session.may(turn.client, arbiter.ELICITATION_ROLE)
-        ):
-            return turn.client
+        prompter = attached_prompter(session)
+        if prompter is not None and session.may(prompter, arbiter.ELICITATION_ROLE):
+            return prompter
         for attachment in session.attached.values():
             if arbiter.allows(attachment.role, arbiter.ELICITATION_ROLE):
                 return attachment.client
