@@ -49,6 +49,7 @@ class MeasuredOutbox(Protocol):
 class MeasuredConnection(Protocol):
     """What the metrics read of one client connection."""
 
+    # Structural: a Protocol's read-only properties, declared one by one.
     @property
     def transport(self) -> str: ...
 

@@ -64,6 +64,7 @@ class ElicitationsPart(Protocol):
 class Host(Protocol):
     """The session, as its parts see it."""
 
+    # Structural: a Protocol's read-only properties, declared one by one.
     @property
     def id(self) -> str: ...
 
