@@ -221,6 +221,7 @@ class _StateCollector(Collector):
             longest = max(longest, depth)
         for state, count in sorted(states.items()):
             sessions.add_metric([state], count)
+        # Alike in shape to the outbox gauges above: a total and the largest, then the families.
         queue.add_metric([], waiting)
         queue_max.add_metric([], longest)
         yield sessions

@@ -49,6 +49,7 @@ log = logging.getLogger("hub.sessions")
 class SessionRegistry:
     """Every live session of this hub; background work runs in its task group."""
 
+    # Alike in shape only: a constructor's parts, then its optional ones by keyword.
     def __init__(
         self,
         settings: Settings,
