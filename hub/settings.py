@@ -305,12 +305,7 @@ class Settings:
         if self.mcp_servers not in MCP_POLICIES:
             raise ValueError(f"mcp_servers must be one of {MCP_POLICIES}")
         for command in self.mcp_commands:
-            try:
-                words = shlex.split(command)
-            except ValueError as exc:
-                raise ValueError(f"mcp_commands entry {command!r}: {exc}") from None
-            if not words:
-                raise ValueError("mcp_commands entries must name a command")
+            mcp_command_words(command)
         for name in (
             "max_sessions",
             "max_sessions_per_principal",
@@ -358,6 +353,19 @@ def _is_node_url(text: str) -> bool:
         and not parts.path.strip("/")
         and not parts.query
     )
+
+
+def mcp_command_words(entry: str) -> list[str]:
+    """An ``mcp_commands`` entry's shell words (the command, then argument patterns: read by
+    ``hub.sessions.workspace.parse_mcp_command``); ``ValueError`` naming it when it cannot be
+    read or names no command."""
+    try:
+        words = shlex.split(entry)
+    except ValueError as exc:
+        raise ValueError(f"mcp_commands entry {entry!r}: {exc}") from None
+    if not words:
+        raise ValueError("mcp_commands entries must name a command")
+    return words
 
 
 def role_rank(role: str) -> int:

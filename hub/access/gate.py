@@ -306,6 +306,7 @@ class Gate:
             max_uses=max_uses,
         )
         self.links.add(link)
+        # Alike in shape only: an audit record's fields, by keyword.
         self.audit.record(
             "share_created",
             principal=created_by,

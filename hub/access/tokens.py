@@ -115,6 +115,26 @@ def _id_set(claims: Mapping[str, Any], key: str, default: frozenset[str] | None)
     return frozenset(value)
 
 
+# Why ``jwt.decode`` refused a token (but for a missing claim, which names it), in the order
+# its errors are told apart: the first class the error is wins; any other is "malformed".
+_DECODE_REFUSALS: tuple[tuple[type[jwt.PyJWTError], str, str], ...] = (
+    (jwt.ExpiredSignatureError, "expired", "the token has expired"),
+    (jwt.ImmatureSignatureError, "not_yet_valid", "the token is not valid yet"),
+    (jwt.InvalidAudienceError, "wrong_audience", "the token is meant for another audience"),
+    (jwt.InvalidIssuerError, "wrong_issuer", "the token's issuer does not match"),
+    (jwt.InvalidSignatureError, "bad_signature", "the token's signature does not verify"),
+    (jwt.InvalidAlgorithmError, "algorithm", "the algorithm is not accepted"),
+)
+
+
+def _decode_refusal(exc: jwt.PyJWTError) -> Refusal:
+    """The ``Refusal`` for ``exc``, an error of ``jwt.decode``."""
+    for kind, reason, message in _DECODE_REFUSALS:
+        if isinstance(exc, kind):
+            return Refusal(reason, message)
+    return Refusal("malformed", "the token could not be verified")
+
+
 class TokenAuthority:
     """Mints the hub's tokens with ``key`` and verifies the hub's and ``issuers``' tokens."""
 
@@ -241,22 +261,10 @@ class TokenAuthority:
                 leeway=issuer.leeway,
                 options={"require": ["exp", "sub", "iss", "aud"]},
             )
-        except jwt.ExpiredSignatureError:
-            raise Refusal("expired", "the token has expired") from None
-        except jwt.ImmatureSignatureError:
-            raise Refusal("not_yet_valid", "the token is not valid yet") from None
-        except jwt.InvalidAudienceError:
-            raise Refusal("wrong_audience", "the token is meant for another audience") from None
-        except jwt.InvalidIssuerError:
-            raise Refusal("wrong_issuer", "the token's issuer does not match") from None
         except jwt.MissingRequiredClaimError as exc:
             raise Refusal("missing_claim", f'the token has no "{exc.claim}" claim') from None
-        except jwt.InvalidSignatureError:
-            raise Refusal("bad_signature", "the token's signature does not verify") from None
-        except jwt.InvalidAlgorithmError:
-            raise Refusal("algorithm", "the algorithm is not accepted") from None
-        except jwt.PyJWTError:
-            raise Refusal("malformed", "the token could not be verified") from None
+        except jwt.PyJWTError as exc:
+            raise _decode_refusal(exc) from None
         return self._principal(claims, issuer)
 
     def _principal(self, claims: Mapping[str, Any], issuer: Issuer) -> Principal:

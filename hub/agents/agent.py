@@ -127,7 +127,7 @@ class Agent:
         self._next_start = 0.0
         self._login = Login(spec, self._sessions)
 
-    # -- what the hub reads ------------------------------------------------------------------
+    # -- what the hub reads (structural: read-only properties) -------------------------------
 
     @property
     def name(self) -> str:

@@ -392,6 +392,7 @@ class V2Dialect(Dialect):
     """ACP v2 (https://agentclientprotocol.com/protocol/v2/overview), with the v1 habits some
     v2 agents keep translated (each noted once in the log)."""
 
+    # Structural: the class attributes every Dialect sets.
     version = 2
     login_method = "auth/login"
     logout_method = "auth/logout"

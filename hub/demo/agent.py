@@ -54,6 +54,7 @@ MODELS = (
     ("demo-small", "Demo Small", "Quick answers"),
 )
 
+# Structural: the schema's codes, as hub.protocol.errors has them (standalone on purpose).
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601

@@ -26,7 +26,7 @@ from typing import Any, Final
 from hub.protocol.checks import check
 from hub.protocol.config_options import MODE_OPTION_NAME, config_options_v1_to_v2, mode_option
 from hub.protocol.errors import RpcError, TranslationError
-from hub.protocol.shapes import (
+from hub.protocol.shapes import (  # Structural: the shape checks used here, one by one.
     HUB_META,
     check_block,
     copy_meta,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hub.protocol.shapes import (
+from hub.protocol.shapes import (  # Structural: the shape checks used here, one by one.
     copy_meta,
     named_entries,
     rename,

@@ -71,8 +71,15 @@ def variant_of(update: Mapping[str, Any]) -> str:
     return variant
 
 
-def _check_meta(update: Mapping[str, Any], variant: str) -> None:
-    optional_object(update, "_meta", variant)
+def _with_meta(check_fields: Check) -> Check:
+    """``check_fields``, then the ``_meta`` every ACP update may carry (an object when set)."""
+
+    def check_update(variant: str, update: Mapping[str, Any]) -> Any:
+        result = check_fields(variant, update)
+        optional_object(update, "_meta", variant)
+        return result
+
+    return check_update
 
 
 def _check_tool_content(item: object, variant: str) -> None:
@@ -99,7 +106,6 @@ def _check_location(location: object, variant: str) -> None:
 def _check_message_chunk(variant: str, update: Mapping[str, Any]) -> None:
     require_str(update, "messageId", variant)
     check_block(update.get("content"), variant)
-    _check_meta(update, variant)
 
 
 def _check_optional_list(
@@ -115,7 +121,6 @@ def _check_optional_list(
 def _check_message(variant: str, update: Mapping[str, Any]) -> None:
     require_str(update, "messageId", variant)
     _check_optional_list(update, "content", variant, check_block)
-    _check_meta(update, variant)
 
 
 def _check_tool_call_update(variant: str, update: Mapping[str, Any]) -> None:
@@ -124,13 +129,11 @@ def _check_tool_call_update(variant: str, update: Mapping[str, Any]) -> None:
         optional_str(update, key, variant)
     _check_optional_list(update, "content", variant, _check_tool_content)
     _check_optional_list(update, "locations", variant, _check_location)
-    _check_meta(update, variant)
 
 
 def _check_tool_call_content_chunk(variant: str, update: Mapping[str, Any]) -> None:
     require_str(update, "toolCallId", variant)
     _check_tool_content(update.get("content"), variant)
-    _check_meta(update, variant)
 
 
 def _check_terminal_update(variant: str, update: Mapping[str, Any]) -> bytes | None:
@@ -149,15 +152,12 @@ def _check_terminal_update(variant: str, update: Mapping[str, Any]) -> bytes | N
         if not isinstance(output, Mapping):
             fail(variant, "'output' must be an object")
         data = decode_base64(output.get("data"), variant)
-    _check_meta(update, variant)
     return data
 
 
 def _check_terminal_output_chunk(variant: str, update: Mapping[str, Any]) -> bytes:
     require_str(update, "terminalId", variant)
-    data = decode_base64(update.get("data"), variant)
-    _check_meta(update, variant)
-    return data
+    return decode_base64(update.get("data"), variant)
 
 
 def _check_plan_update(variant: str, update: Mapping[str, Any]) -> None:
@@ -174,7 +174,6 @@ def _check_plan_update(variant: str, update: Mapping[str, Any]) -> None:
                 isinstance(entry.get(key), str) for key in ("content", "priority", "status")
             ):
                 fail(variant, "a plan entry needs string 'content', 'priority' and 'status'")
-    _check_meta(update, variant)
 
 
 def _check_available_commands_update(variant: str, update: Mapping[str, Any]) -> None:
@@ -184,7 +183,6 @@ def _check_available_commands_update(variant: str, update: Mapping[str, Any]) ->
         ):
             fail(variant, "a command needs string 'name' and 'description'")
         optional_object(command, "input", variant)
-    _check_meta(update, variant)
 
 
 def _check_config_option_update(variant: str, update: Mapping[str, Any]) -> None:
@@ -193,13 +191,11 @@ def _check_config_option_update(variant: str, update: Mapping[str, Any]) -> None
             isinstance(option.get(key), str) for key in ("configId", "name", "type")
         ):
             fail(variant, "a config option needs string 'configId', 'name' and 'type'")
-    _check_meta(update, variant)
 
 
 def _check_session_info_update(variant: str, update: Mapping[str, Any]) -> None:
     optional_str(update, "title", variant)
     optional_str(update, "updatedAt", variant)
-    _check_meta(update, variant)
 
 
 def _check_usage_update(variant: str, update: Mapping[str, Any]) -> None:
@@ -215,13 +211,11 @@ def _check_usage_update(variant: str, update: Mapping[str, Any]) -> None:
         if isinstance(amount, bool) or not isinstance(amount, int | float):
             fail(variant, "'cost.amount' must be a number")
         require_str(cost, "currency", variant)
-    _check_meta(update, variant)
 
 
 def _check_state_update(variant: str, update: Mapping[str, Any]) -> None:
     require_str(update, "state", variant)
     optional_str(update, "stopReason", variant)
-    _check_meta(update, variant)
 
 
 def _check_presence(variant: str, update: Mapping[str, Any]) -> None:
@@ -308,18 +302,18 @@ HUB_SNAPSHOTS: Final = frozenset({"_hub_queue", "_hub_agent", "_hub_lease", "_hu
 """The hub's snapshot variants: each replaces the previous one of its name."""
 
 CHECKS: Final[Mapping[str, Check]] = {
-    **dict.fromkeys(CHUNKS, _check_message_chunk),
-    **dict.fromkeys(MESSAGES, _check_message),
-    "tool_call_update": _check_tool_call_update,
-    "tool_call_content_chunk": _check_tool_call_content_chunk,
-    "terminal_update": _check_terminal_update,
-    "terminal_output_chunk": _check_terminal_output_chunk,
-    "plan_update": _check_plan_update,
-    "available_commands_update": _check_available_commands_update,
-    "config_option_update": _check_config_option_update,
-    "session_info_update": _check_session_info_update,
-    "usage_update": _check_usage_update,
-    "state_update": _check_state_update,
+    **dict.fromkeys(CHUNKS, _with_meta(_check_message_chunk)),
+    **dict.fromkeys(MESSAGES, _with_meta(_check_message)),
+    "tool_call_update": _with_meta(_check_tool_call_update),
+    "tool_call_content_chunk": _with_meta(_check_tool_call_content_chunk),
+    "terminal_update": _with_meta(_check_terminal_update),
+    "terminal_output_chunk": _with_meta(_check_terminal_output_chunk),
+    "plan_update": _with_meta(_check_plan_update),
+    "available_commands_update": _with_meta(_check_available_commands_update),
+    "config_option_update": _with_meta(_check_config_option_update),
+    "session_info_update": _with_meta(_check_session_info_update),
+    "usage_update": _with_meta(_check_usage_update),
+    "state_update": _with_meta(_check_state_update),
     "_hub_presence": _check_presence,
     "_hub_queue": _check_queue,
     "_hub_prompt": _check_hub_prompt,

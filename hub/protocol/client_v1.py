@@ -45,7 +45,7 @@ from typing import Any, Final
 from hub.protocol.checks import check
 from hub.protocol.config_options import config_options_v2_to_v1, mode_option
 from hub.protocol.content import block_v2_to_v1, text
-from hub.protocol.shapes import (
+from hub.protocol.shapes import (  # Structural: the shape checks used here, one by one.
     copy_meta,
     decode_base64,
     optional_str,

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from hub.protocol.errors import TranslationError
-from hub.protocol.shapes import (
+from hub.protocol.shapes import (  # Structural: the shape checks used here, one by one.
     copy_meta,
     fail,
     named_entries,

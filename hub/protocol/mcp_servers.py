@@ -5,13 +5,23 @@ form."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hub.protocol.errors import TranslationError
 from hub.protocol.shapes import fail, require_object, require_objects, require_str
 
 __all__ = ["check_mcp_servers_v2", "mcp_servers_v1_to_v2", "mcp_servers_v2_to_v1"]
+
+
+def _tagged(raw: Any, i: int) -> tuple[str, Mapping[str, Any], str]:
+    """The ``i``-th v2 entry: where it stands (for errors), the entry and its ``type``;
+    ``InvalidParams`` unless it is an object with a string ``type`` and ``name``."""
+    where = f"mcpServers[{i}]"
+    server = require_object(raw, where)
+    kind = require_str(server, "type", where)
+    require_str(server, "name", where)
+    return where, server, kind
 
 
 def mcp_servers_v2_to_v1(
@@ -25,10 +35,7 @@ def mcp_servers_v2_to_v1(
     """
     out = []
     for i, raw in enumerate(servers or []):
-        where = f"mcpServers[{i}]"
-        server = require_object(raw, where)
-        kind = require_str(server, "type", where)
-        require_str(server, "name", where)
+        where, server, kind = _tagged(raw, i)
         if kind == "stdio":
             require_str(server, "command", where)
             entry = {k: v for k, v in server.items() if k != "type"}
@@ -78,10 +85,7 @@ def check_mcp_servers_v2(servers: Any) -> list[dict[str, Any]]:
         fail("mcpServers", "must be an array")
     out = []
     for i, raw in enumerate(servers):
-        where = f"mcpServers[{i}]"
-        server = require_object(raw, where)
-        kind = require_str(server, "type", where)
-        require_str(server, "name", where)
+        where, server, kind = _tagged(raw, i)
         if kind == "stdio":
             require_str(server, "command", where)
             if "args" in server:

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from hub.protocol.content import block_v2_to_v1, text
 from hub.protocol.patch import added_text, git_patch
-from hub.protocol.shapes import (
+from hub.protocol.shapes import (  # Structural: the shape checks used here, one by one.
     check_block,
     copy_meta,
     fail,

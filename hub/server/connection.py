@@ -137,7 +137,7 @@ class ClientConnection:
         self.mistake = MistakeLog(log, self.connection_id)
         """Logs a client mistake: one concise line, rate-limited (never a traceback)."""
 
-    # -- ClientHandle ------------------------------------------------------------------------
+    # -- ClientHandle (structural: the properties it declares, each a field) -----------------
 
     @property
     def client_id(self) -> str:

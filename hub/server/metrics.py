@@ -49,6 +49,7 @@ class MeasuredOutbox(Protocol):
 class MeasuredConnection(Protocol):
     """What the metrics read of one client connection."""
 
+    # Structural: a Protocol's read-only properties, declared one by one.
     @property
     def transport(self) -> str: ...
 
@@ -220,6 +221,7 @@ class _StateCollector(Collector):
             longest = max(longest, depth)
         for state, count in sorted(states.items()):
             sessions.add_metric([state], count)
+        # Alike in shape to the outbox gauges above: a total and the largest, then the families.
         queue.add_metric([], waiting)
         queue_max.add_metric([], longest)
         yield sessions

@@ -48,6 +48,7 @@ log = logging.getLogger("hub.server")
 class Subscriber(Protocol):
     """What the watch needs of a subscribed client (a connection is one)."""
 
+    # Structural: a Protocol's read-only properties, declared one by one.
     @property
     def client_id(self) -> str: ...
 

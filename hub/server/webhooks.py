@@ -115,6 +115,7 @@ def parse_webhooks(tables: Sequence[Any]) -> tuple[Webhook, ...]:
     """The webhooks of ``[[hub.webhooks]]``; ``ValueError`` naming the first bad one."""
     hooks = []
     for index, table in enumerate(tables):
+        # Alike in shape only: each config table words and raises its errors its own way.
         where = f"hub.webhooks[{index}]"
         if not isinstance(table, Mapping):
             raise ValueError(f"{where} must be a table")

@@ -32,6 +32,7 @@ from hub.store.log import Event, EventLog
 class Source(Protocol):
     """What the catch-up reads of a session (``hub.sessions.core.SessionCore`` is one)."""
 
+    # Structural: a Protocol's read-only properties, declared one by one.
     @property
     def id(self) -> str: ...
 

@@ -48,6 +48,7 @@ class ClientHandle(Protocol):
     fixed once the client can attach: a session reads them once per attachment.
     """
 
+    # Structural: a Protocol's read-only properties, declared one by one.
     @property
     def client_id(self) -> str: ...
 

@@ -355,6 +355,7 @@ class CoreViews:
     """What a session shows of its ``core``: a session this node owns and one it follows
     for another node's owner both compose a ``SessionCore`` and show it the same way."""
 
+    # Structural: a property a field of the core, each read through (written once, here).
     core: SessionCore
 
     @property

@@ -30,17 +30,16 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from hub.protocol.errors import RpcError
 from hub.sessions import arbiter
 from hub.sessions.client import ClientHandle
+from hub.sessions.grace import answered_in_grace
+from hub.sessions.host import Host, attached_prompter
 from hub.sessions.notices import Notice, clip
-
-if TYPE_CHECKING:
-    from hub.sessions.host import Host
 
 log = logging.getLogger("hub.sessions")
 
@@ -100,26 +99,12 @@ class Elicitations:
             )
         grace = self._session.settings.answer_grace
         try:
-            while not ask.done.is_set():
-                wake = ask.wake
-                if wake.is_set():
-                    ask.wake = wake = anyio.Event()
-                if ask.orphaned is None:
-                    await wake.wait()
-                    continue
-                with anyio.move_on_after(ask.orphaned + grace - time.monotonic()):
-                    await wake.wait()
-                if (
-                    not ask.done.is_set()
-                    and ask.orphaned is not None
-                    and time.monotonic() >= ask.orphaned + grace
-                ):
-                    log.info(
-                        "= %s: nobody came back to answer an elicitation in %g s: cancel",
-                        self._session.id,
-                        grace,
-                    )
-                    break
+            if not await answered_in_grace(ask, grace):
+                log.info(
+                    "= %s: nobody came back to answer an elicitation in %g s: cancel",
+                    self._session.id,
+                    grace,
+                )
         finally:
             self._unbind(ask)
             if ask in self._waiting:
@@ -168,14 +153,9 @@ class Elicitations:
 
     def _target(self) -> ClientHandle | None:
         session = self._session
-        turn = session.turns.current
-        if (
-            turn is not None
-            and turn.client is not None
-            and turn.client.client_id in session.attached
-            and session.may(turn.client, arbiter.ELICITATION_ROLE)
-        ):
-            return turn.client
+        prompter = attached_prompter(session)
+        if prompter is not None and session.may(prompter, arbiter.ELICITATION_ROLE):
+            return prompter
         for attachment in session.attached.values():
             if arbiter.allows(attachment.role, arbiter.ELICITATION_ROLE):
                 return attachment.client

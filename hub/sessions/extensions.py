@@ -24,17 +24,15 @@ an agent may also offer session methods the hub has no entry for, such as
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from hub.agents.errors import AgentError
 from hub.protocol.errors import RpcError, hub_error, method_not_found
 from hub.sessions.client import ClientHandle
+from hub.sessions.host import Host, attached_prompter
 from hub.settings import ROLES, Role
-
-if TYPE_CHECKING:
-    from hub.sessions.host import Host
 
 __all__ = ["DEFAULT_EXTENSION_ROLE", "Extensions", "extension_role", "is_extension_method"]
 
@@ -115,13 +113,9 @@ class Extensions:
 
     def _target(self) -> ClientHandle | None:
         session = self._session
-        turn = session.turns.current
-        if (
-            turn is not None
-            and turn.client is not None
-            and turn.client.client_id in session.attached
-        ):
-            return turn.client
+        prompter = attached_prompter(session)
+        if prompter is not None:
+            return prompter
         holder = session.lease.holder
         if holder is not None and holder.client_id in session.attached:
             return holder

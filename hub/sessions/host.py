@@ -64,6 +64,7 @@ class ElicitationsPart(Protocol):
 class Host(Protocol):
     """The session, as its parts see it."""
 
+    # Structural: a Protocol's read-only properties, declared one by one.
     @property
     def id(self) -> str: ...
 
@@ -132,6 +133,15 @@ class Host(Protocol):
     def notify_attached(self, method: str, params: dict[str, Any], *, via_attach: bool) -> None: ...
 
 
+def attached_prompter(host: Host) -> ClientHandle | None:
+    """Who sent the prompt of the turn in progress, while it is still attached (``None``: no
+    turn, the agent started it, or that client left): the first a part asks something of."""
+    turn = host.turns.current
+    if turn is not None and turn.client is not None and turn.client.client_id in host.attached:
+        return turn.client
+    return None
+
+
 __all__ = [
     "ElicitationsPart",
     "Host",
@@ -139,4 +149,5 @@ __all__ = [
     "PermissionsPart",
     "StartedTurn",
     "TurnsPart",
+    "attached_prompter",
 ]

@@ -128,6 +128,7 @@ class MirrorSession(CoreViews):
 
     # -- attaching: this node's clients, in its own fan-out ----------------------------------
 
+    # Structural: the signature SessionOps declares (hub.sessions.ops).
     def attach(
         self,
         client: ClientHandle,

@@ -34,6 +34,7 @@ class RunningTurn(Protocol):
 class TurnsView(Protocol):
     """What is known here of the session's turns (nothing, on a node that does not own it)."""
 
+    # Structural: a Protocol's read-only properties, declared one by one.
     @property
     def current(self) -> RunningTurn | None: ...
 
@@ -44,6 +45,7 @@ class TurnsView(Protocol):
 class SessionOps(Protocol):
     """What the server does with a session; see the module docstring."""
 
+    # Structural: a Protocol's read-only properties, declared one by one.
     @property
     def id(self) -> str: ...
 
@@ -97,6 +99,7 @@ class SessionOps(Protocol):
 
     # -- attaching ---------------------------------------------------------------------------
 
+    # Structural: the signature Session and MirrorSession implement, and Caller.attach passes on.
     def attach(
         self,
         client: ClientHandle,

@@ -61,6 +61,7 @@ from hub.protocol.permissions import (
 )
 from hub.sessions import arbiter, rules
 from hub.sessions.client import ClientHandle
+from hub.sessions.grace import answered_in_grace
 from hub.sessions.metrics import PERMISSION_OUTCOMES
 
 if TYPE_CHECKING:
@@ -205,28 +206,14 @@ class Permissions:
         """Wait until ``pending`` resolves; end it ``cancelled`` (``no_answerer``) when its
         grace runs out with nobody back who may answer it."""
         grace = self._session.settings.answer_grace
-        while not pending.done.is_set():
-            wake = pending.wake
-            if wake.is_set():
-                pending.wake = wake = anyio.Event()
-            orphaned = pending.orphaned
-            if orphaned is None:
-                await wake.wait()
-                continue
-            with anyio.move_on_after(orphaned + grace - time.monotonic()):
-                await wake.wait()
-            if (
-                not pending.done.is_set()
-                and pending.orphaned is not None
-                and time.monotonic() >= pending.orphaned + grace
-            ):
-                log.info(
-                    "= %s: permission %s: nobody came back to answer it in %g s: cancelled",
-                    self._session.id,
-                    pending.permission_id,
-                    grace,
-                )
-                self.finish(pending, None, "cancelled", reason=NO_ANSWERER)
+        if not await answered_in_grace(pending, grace):
+            log.info(
+                "= %s: permission %s: nobody came back to answer it in %g s: cancelled",
+                self._session.id,
+                pending.permission_id,
+                grace,
+            )
+            self.finish(pending, None, "cancelled", reason=NO_ANSWERER)
 
     def reoffer(self) -> None:
         """After the lease or the permission policy changed: newly eligible clients get a copy

@@ -26,6 +26,7 @@ from hub.protocol.errors import (
     resource_not_found,
 )
 from hub.sessions import restore, workspace
+from hub.sessions.agent_handle import AgentHandle
 from hub.sessions.archive import ArchivedAgent
 from hub.sessions.client import ClientHandle
 from hub.sessions.cluster import Cluster
@@ -48,6 +49,7 @@ log = logging.getLogger("hub.sessions")
 class SessionRegistry:
     """Every live session of this hub; background work runs in its task group."""
 
+    # Alike in shape only: a constructor's parts, then its optional ones by keyword.
     def __init__(
         self,
         settings: Settings,
@@ -286,26 +288,8 @@ class SessionRegistry:
             agent = self.supervisor.get(name)
         except KeyError:
             raise SessionFailure(invalid_params(f"unknown agent {name!r}")) from None
-        session_id = f"s-{secrets.token_hex(8)}"
-        if self.store.shared:
-            # This node owns what it creates (a fresh id: nobody else can hold it).
-            try:
-                await self.store.claim(session_id, self.settings.node_lease)
-            except StoreError as exc:
-                raise SessionFailure(
-                    hub_error(NOT_OWNER, f"the store is unavailable: {exc}")
-                ) from None
-        session = Session(
-            session_id,
-            agent,
-            "",
-            cwd=cwd,
-            settings=self.settings,
-            on_change=self._notify,
-            spawn=self.spawn,
-            metrics=self.metrics,
-            store=self.store,
-        )
+        session = await self._fresh_session(agent, cwd)
+        session_id = session.id
         session.audit = self.audit
         session.notice = self._notice
         session.mcp_servers = [dict(s) for s in mcp_servers if isinstance(s, dict)]
@@ -360,25 +344,10 @@ class SessionRegistry:
         self._check_session_caps(creator)
         found = head.get("session")
         origin: dict[str, Any] = found if isinstance(found, dict) else {}
-        session_id = f"s-{secrets.token_hex(8)}"
-        if self.store.shared:
-            try:
-                await self.store.claim(session_id, self.settings.node_lease)
-            except StoreError as exc:
-                raise SessionFailure(
-                    hub_error(NOT_OWNER, f"the store is unavailable: {exc}")
-                ) from None
-        session = Session(
-            session_id,
-            ArchivedAgent(str(origin.get("agent") or "unknown")),
-            "",
-            cwd=str(origin.get("cwd") or ""),
-            settings=self.settings,
-            on_change=self._notify,
-            spawn=self.spawn,
-            metrics=self.metrics,
-            store=self.store,
+        session = await self._fresh_session(
+            ArchivedAgent(str(origin.get("agent") or "unknown")), str(origin.get("cwd") or "")
         )
+        session_id = session.id
         session.audit = self.audit
         session.creator = creator
         for update in updates:
@@ -395,6 +364,30 @@ class SessionRegistry:
         )
         self._notify(session)
         return session
+
+    async def _fresh_session(self, agent: AgentHandle, cwd: str) -> Session:
+        """A session under a fresh id, not yet in ``sessions`` nor started on ``agent``;
+        ``-32051`` when a shared store cannot record that this node owns it."""
+        session_id = f"s-{secrets.token_hex(8)}"
+        if self.store.shared:
+            # This node owns what it creates (a fresh id: nobody else can hold it).
+            try:
+                await self.store.claim(session_id, self.settings.node_lease)
+            except StoreError as exc:
+                raise SessionFailure(
+                    hub_error(NOT_OWNER, f"the store is unavailable: {exc}")
+                ) from None
+        return Session(
+            session_id,
+            agent,
+            "",
+            cwd=cwd,
+            settings=self.settings,
+            on_change=self._notify,
+            spawn=self.spawn,
+            metrics=self.metrics,
+            store=self.store,
+        )
 
     def _check_session_caps(self, creator: str | None) -> None:
         settings = self.settings

@@ -82,6 +82,7 @@ class Relay:
 
     async def run_inbox(self) -> None:
         after = "0-0"
+        # Alike in shape to the cluster's follow loop, which reads its positions again each retry.
         failing = False
         while True:
             try:

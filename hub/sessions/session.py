@@ -166,7 +166,7 @@ class Session(CoreViews):
         self.elicitations = Elicitations(self)
         self.extensions = Extensions(self)
 
-    # -- what the core holds -----------------------------------------------------------------
+    # -- what the core holds (structural: each property reads it) ----------------------------
 
     @property
     def consensus_quorum(self) -> int:
@@ -277,6 +277,7 @@ class Session(CoreViews):
 
     # -- attaching ---------------------------------------------------------------------------
 
+    # Structural: the signature SessionOps declares (hub.sessions.ops).
     def attach(
         self,
         client: ClientHandle,
@@ -531,7 +532,7 @@ class Session(CoreViews):
             "quorum": self.consensus_quorum,
         }
 
-    # -- views -------------------------------------------------------------------------------
+    # -- views (structural: each property reads a part) --------------------------------------
 
     @property
     def agent_name(self) -> str:

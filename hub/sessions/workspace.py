@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
-from hub.settings import McpPolicy
+from hub.settings import McpPolicy, mcp_command_words
 
 __all__ = [
     "DENIED_ENV",
@@ -175,12 +174,7 @@ class McpCommand:
 def parse_mcp_command(entry: str) -> McpCommand:
     """An ``mcp_commands`` entry (shell words: the command, then argument patterns);
     ``ValueError`` naming it when it cannot be read."""
-    try:
-        words = shlex.split(entry)
-    except ValueError as exc:
-        raise ValueError(f"mcp_commands entry {entry!r}: {exc}") from None
-    if not words:
-        raise ValueError("mcp_commands entries must name a command")
+    words = mcp_command_words(entry)
     if len(words) == 1:
         return McpCommand(words[0], None)
     more = words[-1] == ANY_FURTHER

@@ -39,6 +39,7 @@ class Caller(ClientHandle, Protocol):
     """The client of one request, as the handlers see it: its credential, the hub's parts it
     reaches, and the calls that change what it is attached to."""
 
+    # Structural: a Protocol's read-only properties, declared one by one.
     @property
     def registry(self) -> SessionRegistry: ...
 
@@ -69,6 +70,7 @@ class Caller(ClientHandle, Protocol):
     @property
     def closed(self) -> bool: ...
 
+    # Structural: the signature Connection implements (hub.server.connection).
     def identify(
         self,
         *,
@@ -82,6 +84,7 @@ class Caller(ClientHandle, Protocol):
         """``initialize`` succeeded: fix the client's version, name and role."""
         ...
 
+    # Structural: SessionOps.attach's keywords, which the connection passes on (hub.sessions.ops).
     def attach(
         self,
         session: Session,

@@ -108,26 +108,16 @@ export class ShareDialog {
     title.id = 'share-title';
 
     const form = /** @type {HTMLFormElement} */ (el('form', 'share-form'));
-    this.role = /** @type {HTMLSelectElement} */ (el('select', 'share-role'));
-    for (const [value, text] of [
+    this.role = select('share-role', [
       ['viewer', 'Viewer: watches'],
       ['approver', 'Approver: answers permission requests'],
       ['driver', 'Driver: prompts'],
-    ]) {
-      const option = /** @type {HTMLOptionElement} */ (el('option', '', text));
-      option.value = value;
-      this.role.append(option);
-    }
-    this.expiry = /** @type {HTMLSelectElement} */ (el('select', 'share-expiry'));
-    for (const [value, text] of [
+    ]);
+    this.expiry = select('share-expiry', [
       ['3600', '1 hour'],
       ['86400', '1 day'],
       ['604800', '7 days'],
-    ]) {
-      const option = /** @type {HTMLOptionElement} */ (el('option', '', text));
-      option.value = value;
-      this.expiry.append(option);
-    }
+    ]);
     this.label = /** @type {HTMLInputElement} */ (el('input', 'share-label'));
     this.label.maxLength = 80;
     this.label.placeholder = 'Label (who it is for)';
@@ -251,6 +241,22 @@ export class ShareDialog {
     }
     return item;
   }
+}
+
+/**
+ * A select of `className` offering `options` (value and text pairs), the first one selected.
+ * @param {string} className
+ * @param {[string, string][]} options
+ * @returns {HTMLSelectElement}
+ */
+function select(className, options) {
+  const node = /** @type {HTMLSelectElement} */ (el('select', className));
+  for (const [value, text] of options) {
+    const option = /** @type {HTMLOptionElement} */ (el('option', '', text));
+    option.value = value;
+    node.append(option);
+  }
+  return node;
 }
 
 /**

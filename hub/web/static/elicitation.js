@@ -40,18 +40,29 @@ function isNumber(value) {
 }
 
 /**
+ * The choices of a titled list (`{const, title}` entries) when it has any, else of a plain
+ * `enum`, else null.
+ * @param {any} titled
+ * @param {any} plain
+ * @returns {{value: string, title: string}[] | null}
+ */
+function choicesOf(titled, plain) {
+  if (Array.isArray(titled) && titled.length) {
+    return titled.map((/** @type {any} */ o) => ({ value: String(o?.const ?? ''), title: String(o?.title ?? o?.const ?? '') }));
+  }
+  if (Array.isArray(plain) && plain.length) {
+    return plain.map((/** @type {any} */ v) => ({ value: String(v), title: String(v) }));
+  }
+  return null;
+}
+
+/**
  * The choices of a single-select string (`oneOf` titled, or `enum`), or null.
  * @param {any} schema
  * @returns {{value: string, title: string}[] | null}
  */
 function stringChoices(schema) {
-  if (Array.isArray(schema?.oneOf) && schema.oneOf.length) {
-    return schema.oneOf.map((/** @type {any} */ o) => ({ value: String(o?.const ?? ''), title: String(o?.title ?? o?.const ?? '') }));
-  }
-  if (Array.isArray(schema?.enum) && schema.enum.length) {
-    return schema.enum.map((/** @type {any} */ v) => ({ value: String(v), title: String(v) }));
-  }
-  return null;
+  return choicesOf(schema?.oneOf, schema?.enum);
 }
 
 /**
@@ -60,14 +71,7 @@ function stringChoices(schema) {
  * @returns {{value: string, title: string}[] | null}
  */
 function arrayChoices(schema) {
-  const items = schema?.items;
-  if (Array.isArray(items?.anyOf) && items.anyOf.length) {
-    return items.anyOf.map((/** @type {any} */ o) => ({ value: String(o?.const ?? ''), title: String(o?.title ?? o?.const ?? '') }));
-  }
-  if (Array.isArray(items?.enum) && items.enum.length) {
-    return items.enum.map((/** @type {any} */ v) => ({ value: String(v), title: String(v) }));
-  }
-  return null;
+  return choicesOf(schema?.items?.anyOf, schema?.items?.enum);
 }
 
 /**

@@ -306,6 +306,7 @@ export class SessionModel {
         if (typeof subjectTool === 'string') this.dirty.add(`t:${subjectTool}`);
         break;
       }
+      // Structural: a case a snapshot variant, so that each field keeps its own type.
       case '_hub_agent':
         this.agent = update;
         this.dirty.add('agent');

@@ -218,6 +218,16 @@ export function renderInline(text, depth = 0) {
     depth > 8 ? [document.createTextNode(inner)] : renderInline(inner, depth + 1);
 
   let i = 0;
+  /** An autolink or a bare URL shown as itself, `length` characters of the text: pushed and
+   * passed over when `url` is safe (whether it was). */
+  const linked = (/** @type {string} */ url, /** @type {number} */ length) => {
+    const href = safeUrl(url);
+    if (!href) return false;
+    flush();
+    out.push(link(href, [document.createTextNode(url)]));
+    i += length;
+    return true;
+  };
   while (i < text.length) {
     const c = text[i];
 
@@ -281,23 +291,11 @@ export function renderInline(text, depth = 0) {
     }
     if (c === '<') {
       const auto = /^<((?:https?:\/\/|mailto:)[^\s<>]+)>/.exec(text.slice(i, i + 4096));
-      const href = auto ? safeUrl(auto[1]) : null;
-      if (auto && href) {
-        flush();
-        out.push(link(href, [document.createTextNode(auto[1])]));
-        i += auto[0].length;
-        continue;
-      }
+      if (auto && linked(auto[1], auto[0].length)) continue;
     }
     if ((c === 'h' || c === 'm') && !isWordChar(text[i - 1])) {
       const bare = BARE_URL.exec(text.slice(i, i + 4096));
-      const href = bare ? safeUrl(bare[0]) : null;
-      if (bare && href) {
-        flush();
-        out.push(link(href, [document.createTextNode(bare[0])]));
-        i += bare[0].length;
-        continue;
-      }
+      if (bare && linked(bare[0], bare[0].length)) continue;
     }
     if (c === '~' && text[i + 1] === '~' && text[i + 2] !== ' ') {
       const end = closingDelimiter(text, '~~', i + 2);

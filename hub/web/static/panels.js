@@ -154,6 +154,7 @@ function panel(name) {
   return { box, body, title };
 }
 
+// Alike in shape only: a view keeps the model and the actions its constructor is given.
 export class SidePanels {
   /**
    * @param {SessionModel} model
