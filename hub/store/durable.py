@@ -231,6 +231,12 @@ class DurableStore(SoleOwner, ABC):
         """Mark closed cleanly the logs this store wrote everything of (at the end of
         ``running``, once the queue is written)."""
         logs = self._logs.values()
+        for _ in range(3):
+            # Events appended while the queue was written (a presence change as the last
+            # clients go) are written too before the logs are looked at.
+            if not any(lg.unwritten for lg in logs if not lg.fenced and not lg.removed):
+                break
+            await self._writes.flush()
         clean = [lg for lg in logs if not lg.fenced and not lg.removed and not lg.unwritten]
         try:
             await self._mark_clean(clean)

@@ -30,7 +30,9 @@ CONNECTING = 50
 HANDSHAKE = 60.0
 """Seconds an observer's opening handshake may take: on a machine busy with other tests, fifty
 at once on one node take longer than a client's usual ten (the test checks that every one of
-them gets through and resumes, not how fast)."""
+them gets through and resumes, not how fast). The nodes wait as long for each connection's
+``initialize``: the test's one process opens a thousand, and a busy machine can keep one from
+sending its ``initialize`` past the default ten seconds."""
 
 
 def cursor_of(client: AcpClient, session_id: str) -> tuple[int, int]:
@@ -49,7 +51,11 @@ async def test_a_thousand_clients_of_a_killed_node_resume_elsewhere(
     cwd = tmp_path / "project"
     cwd.mkdir()
     async with (
-        hub_nodes(tmp_path, redis_server.url, hub={"node_lease": LEASE}) as (a, b, c),
+        hub_nodes(
+            tmp_path,
+            redis_server.url,
+            hub={"node_lease": LEASE, "initialize_timeout": HANDSHAKE},
+        ) as (a, b, c),
         acp_client(b.url) as driver,
     ):
         session_id = await driver.new_session(cwd=str(cwd))
