@@ -193,6 +193,42 @@ FULL: dict[str, dict[str, Any]] = {
         "prompt_after_s": 2.0,
         "max_s": 60.0,
     },
+    # Scale on one node: one session, 10,000 observers, at the highest of ``rates`` (per
+    # second) at which the baseline keeps its p99 under 100 ms (measured first, once, by
+    # ``_calibrate``); one observer in ``sample`` is read in full (seqs, latency), the others
+    # only count their updates, so that the load generator's core keeps up.
+    "S11": {
+        "observers": 10_000,
+        "sample": 10,
+        "rates": [1.0, 2.0, 3.0, 4.0, 6.0],
+        "seconds": 5.0,
+        "warmup_s": 1.0,
+        "settle_s": 2.0,
+        "p99_limit_ms": 100.0,
+        "size": 280,
+        "hub_config": {"max_connections": 12_000, "max_connections_per_principal": 12_000},
+    },
+    # Scale on one node: 20,000 idle connections on 200 sessions, keepalive pings on in both
+    # servers (the hub's default 20 s), held by ``workers`` processes; CPU over a minute. One
+    # run per server: memory per connection varies by under 1% between runs (as S8's), and
+    # the CPU figure is already a minute's average. The open-file limit (20,000 hard here,
+    # not raisable) caps the connections at the limit less ``fd_reserve``.
+    "S12": {
+        "sessions": 200,
+        "connections": 20_000,
+        "workers": 4,
+        "fd_reserve": 1200,
+        "settle_s": 3.0,
+        "measure_s": 60.0,
+        "ping_interval": 20.0,
+        "size": 280,
+        "runs": 1,
+        "hub_config": {
+            "max_connections": 25_000,
+            "max_connections_per_principal": 25_000,
+            "ping_interval": 20.0,
+        },
+    },
 }
 
 QUICK: dict[str, dict[str, Any]] = {
@@ -222,6 +258,11 @@ QUICK: dict[str, dict[str, Any]] = {
     "S10": {**FULL["S10"], "observers": 50, "warm_s": 0.5, "max_s": 60.0},
     "S10-owner": {**FULL["S10-owner"], "observers": 50, "warm_s": 0.5, "max_s": 60.0},
     "S13": {**FULL["S13"], "observers": 10, "warm_s": 0.5, "max_s": 45.0},
+    "S11": {**FULL["S11"], "observers": 500, "rates": [5.0, 10.0, 20.0], "seconds": 1.0,
+            "warmup_s": 0.3, "settle_s": 0.5},
+    "S12": {**FULL["S12"], "sessions": 20, "connections": 1000, "workers": 2, "settle_s": 0.5,
+            "measure_s": 3.0, "ping_interval": 1.0,
+            "hub_config": {**FULL["S12"]["hub_config"], "ping_interval": 1.0}},
 }  # fmt: skip
 
 HUB_ONLY = {"S4", "S5", "S7", "S9"}
@@ -328,7 +369,7 @@ def run_one(
     redis: RedisServer | None = None
     try:
         if kind == "baseline":
-            server = start_baseline(log, place.server)
+            server = start_baseline(log, place.server, ping_interval=params.get("ping_interval"))
         else:
             config = logs / f"{name}-hub.toml"
             settings = {**HUB_CONFIG, **params.get("hub_config", {})}
@@ -444,6 +485,7 @@ def problems(name: str, result: dict[str, Any]) -> list[str]:
         "blip_resets",
         "slow_gaps",
         "slow_duplicates",
+        "lost",
         "before_gaps",
         "before_duplicates",
         "errors_surfaced",
@@ -483,6 +525,8 @@ def run_all(
     saturation: list[float] = []
     for name in names:
         params = dict(table[name])
+        if "rates" in params:
+            params = _calibrate(name, params, place, logs, budget, servers)
         if name.startswith("S2") and "rate" in params and saturation:
             # Half the baseline's single-session saturation, spread over every observer.
             total = 0.5 * median(saturation)
@@ -492,11 +536,12 @@ def run_all(
         kinds = [k for k in (["hub"] if name in HUB_ONLY else ["baseline", "hub"]) if k in servers]
         if name in STORES:
             kinds = STORES[name] if "hub" in servers else []
-        for run in range(runs):
+        n = min(runs, int(params.get("runs", runs)))
+        for run in range(n):
             order = kinds if run % 2 == 0 else kinds[::-1]
             results: dict[str, dict[str, Any]] = {}
             for kind in order:
-                print(f"bench: {name} run {run + 1}/{runs} {kind} ...", file=sys.stderr, flush=True)
+                print(f"bench: {name} run {run + 1}/{n} {kind} ...", file=sys.stderr, flush=True)
                 started = time.monotonic()
                 results[kind] = run_one(name, kind, params, place, logs, run, budget)
                 took = time.monotonic() - started
@@ -510,6 +555,36 @@ def run_all(
         outcomes.append(outcome)
     print(f"bench: server logs in {logs}", file=sys.stderr)
     return outcomes
+
+
+def _calibrate(
+    name: str,
+    params: dict[str, Any],
+    place: Placement,
+    logs: Path,
+    budget: float,
+    servers: Sequence[str],
+) -> dict[str, Any]:
+    """S11's offered rate: the highest of ``rates`` at which the baseline keeps its p99 under
+    ``p99_limit_ms`` (one run, before the interleaved ones), else the lowest of them."""
+    rates = sorted(float(r) for r in params.pop("rates"))
+    params["rate"] = rates[0]
+    if "baseline" not in servers:
+        params["calibration"] = "none (no baseline run): the lowest rate"
+        return params
+    print(f"bench: {name} calibration on the baseline ...", file=sys.stderr, flush=True)
+    result = run_one(name, "baseline", {**params, "rates": rates}, place, logs, 0, budget)
+    steps = result.get("detail", {}).get("steps", [])
+    limit = float(params["p99_limit_ms"])
+    under = [s for s in steps if s["p99_ms"] < limit and not s.get("lost")]
+    if under:
+        params["rate"] = under[-1]["rate"]
+    shown = ", ".join(f"{s['rate']:g}/s: {s['p99_ms']:.0f} ms" for s in steps)
+    params["calibration"] = f"baseline p99 {shown or result.get('error', 'failed')}" + (
+        "" if under else f"; none under {limit:g} ms: the lowest rate"
+    )
+    print(f"bench:   {params['calibration']}", file=sys.stderr)
+    return params
 
 
 # The report
@@ -714,6 +789,33 @@ def _verdict(outcome: Outcome) -> Verdict:
             m <= 2.0 if q else None,
             None,
         )
+    if key == "S11":
+        hub, base = _values(o, "hub", "p99_ms"), _values(o, "baseline", "p99_ms")
+        lost = _values(o, "hub", "lost")
+        r = _ratios(o, "p99_ms")
+        m = median(r) if r else float("nan")
+        ok = bool(r) and m <= 1.5 and not any(lost)
+        return Verdict(
+            "p99 ms at the baseline's rate, hub vs baseline; lost updates",
+            f"{_fmt(hub)} vs {_fmt(base)} ({_fmt(r, 2)}x); lost {_fmt(lost, 4)}",
+            "<= 1.5x, none lost",
+            "",
+            ok if r else None,
+            None,
+        )
+    if key == "S12":
+        cpu = _values(o, "hub", "server_cpu")
+        r = _ratios(o, "kb_per_connection")
+        n = _values(o, "hub", "connections")
+        ok = bool(cpu) and bool(r) and median(cpu) <= 0.05 and median(r) <= 2.0
+        return Verdict(
+            "hub CPU (share of a core) idle; memory per connection, hub / baseline",
+            f"{_fmt(cpu)} at {_fmt(n, 5)} connections; {_fmt(r, 2)}x",
+            "<= 0.05; <= 2x",
+            "",
+            ok if cpu and r else None,
+            None,
+        )
     if key == "S8":
         r = _ratios(o, "kb_per_observer")
         m = med(r) if r else float("nan")
@@ -744,6 +846,8 @@ TITLES = {
     "S10": "S10 reconnect storm: the clients of a killed node resume on the others",
     "S10-owner": "S10, the killed node owning the session: its clients resume on the others",
     "S13": "S13 failover: a prompt sent 2 s after the owner is killed",
+    "S11": "S11 scale: one session, 10,000 observers, at the baseline's sustainable rate",
+    "S12": "S12 scale: 20,000 idle connections on 200 sessions, pings on",
 }
 
 
@@ -932,6 +1036,9 @@ def _details(o: Outcome) -> list[str]:
         if o.name in ("S4", "S7", "S8", "S9", "S10", "S10-owner", "S13") and kind in o.runs[0]:
             keep = {k: v for k, v in detail.items() if not isinstance(v, list)}
             out.append(f"- {kind} detail (run 1): `{json.dumps(keep, default=str)}`")
+        if o.name in ("S11", "S12") and kind in o.runs[0]:
+            keep = {k: v for k, v in detail.items() if not isinstance(v, list)}
+            out.append(f"- {kind} detail (run 1): `{json.dumps(keep, default=str)}`")
     return out
 
 
@@ -977,13 +1084,6 @@ def main(argv: list[str] | None = None) -> int:
         help="override a scenario parameter (a JSON value), e.g. S2.rate=23.8",
     )
     parser.add_argument("--kinds", help="servers to run: baseline,hub (default both)")
-    parser.add_argument("--commit", help="with --report-from: the commit the runs measured")
-    parser.add_argument(
-        "--report-from",
-        type=Path,
-        nargs="+",
-        help="render the report from earlier --json files (later files replace scenarios)",
-    )
     args = parser.parse_args(argv)
     # Turn SIGTERM into SystemExit, so that the running server is stopped on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
