@@ -343,6 +343,43 @@ NODES = {"hub-redis": 1, "hub-2nodes": 2, "hub-spread": 2, "hub-3nodes": 3}
 """The hub kinds on Redis, and how many nodes each starts."""
 
 
+PROFILE: Path | None = None
+"""Where ``--profile`` writes a flame graph of each hub run (None: no profiles)."""
+
+
+def _start_profile(name: str, kind: str, run: int, pid: int) -> subprocess.Popen[bytes] | None:
+    """``py-spy record`` on the hub process ``pid`` into ``PROFILE`` (an SVG flame graph).
+
+    ``--nonblocking``: py-spy reads the hub's memory without pausing it, so the figures of a
+    profiled run stay close to an unprofiled one's (py-spy cannot read native frames that
+    way). Idle frames (a thread waiting in ``epoll``) are left out, py-spy's default.
+    """
+    if PROFILE is None or not kind.startswith("hub"):
+        return None
+    spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():
+        raise RuntimeError("--profile needs py-spy (the test extra)")
+    PROFILE.mkdir(parents=True, exist_ok=True)
+    out = PROFILE / f"{name.lower()}-{kind}-{run + 1}.svg"
+    argv = [str(spy), "record", "--format", "flamegraph", "--nonblocking"]
+    argv += ["--output", str(out), "--pid", str(pid)]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _stop_profile(spy: subprocess.Popen[bytes] | None) -> None:
+    """Stop ``py-spy`` (SIGINT: it writes its flame graph) before the hub stops."""
+    if spy is None:
+        return
+    spy.send_signal(signal.SIGINT)
+    try:
+        _, err = spy.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        spy.kill()
+        _, err = spy.communicate()
+    if spy.returncode not in (0, -signal.SIGINT):
+        print(f"bench: py-spy: {err.decode(errors='replace')[-500:]}", file=sys.stderr)
+
+
 def _pin(cpus: set[int] | None) -> Callable[[], None] | None:
     if not cpus:
         return None
@@ -423,6 +460,7 @@ def run_one(
         spec["ports"] = [s.port for s in (server, *others)]
         spec["kill_pid"] = others[-1].pid
         spec["params"]["kill_log"] = str(others[-1].log)
+    spy = _start_profile(name, kind, run, server.pid)
     try:
         done = subprocess.run(
             [sys.executable, "-m", "tests.bench.loadgen", json.dumps(spec)],
@@ -438,6 +476,7 @@ def run_one(
     except subprocess.TimeoutExpired:
         return {"error": f"the load generator took more than {budget:.0f} s"}
     finally:
+        _stop_profile(spy)
         for started in (server, *others):
             started.stop()
         if redis is not None:
@@ -1084,9 +1123,24 @@ def main(argv: list[str] | None = None) -> int:
         help="override a scenario parameter (a JSON value), e.g. S2.rate=23.8",
     )
     parser.add_argument("--kinds", help="servers to run: baseline,hub (default both)")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="record each hub run with py-spy: a flame graph (SVG) per run in DIR",
+    )
+    parser.add_argument("--commit", help="with --report-from: the commit the runs measured")
+    parser.add_argument(
+        "--report-from",
+        type=Path,
+        nargs="+",
+        help="render the report from earlier --json files (later files replace scenarios)",
+    )
     args = parser.parse_args(argv)
     # Turn SIGTERM into SystemExit, so that the running server is stopped on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    global PROFILE
+    PROFILE = args.profile
     raise_nofile()
     table = {k: dict(v) for k, v in (QUICK if args.quick else FULL).items()}
     for item in args.set:
