@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from hub.settings import Settings
+from tests.bench.budget import estimate
 from tests.bench.run import FULL, HUB_CONFIG, HUB_ONLY, QUICK, STORES, problems
 from tests.support import ROOT
 
@@ -35,6 +36,15 @@ def test_the_bench_hub_admits_every_full_scenario() -> None:
         assert settings.max_sessions >= sessions, name
         assert settings.max_connections_per_principal > connections, name
         assert settings.max_connections > connections, name
+
+
+def test_the_full_bench_fits_in_a_round() -> None:
+    # The estimate from the parameters (tests/bench/budget.py): `make bench` within 25
+    # minutes on this kind of machine, S11 and S12 included.
+    times = estimate(FULL, quick=False)
+    assert set(times) == set(FULL)
+    assert sum(times.values()) <= 25 * 60, times
+    assert sum(estimate(QUICK, quick=True).values()) < sum(times.values()) / 4
 
 
 def _s7(run: dict[str, Any]) -> None:

@@ -10,7 +10,8 @@ Every run also checks correctness (``scenarios.correctness``); the exit status i
 run saw a duplicate, a gap, an unexpected reset or close, or failed outright. Timings never
 fail the run: the report says which targets were met.
 
-``--quick`` runs the same scenarios with small parameters in about a minute (CI smoke test).
+``--quick`` runs the same scenarios with small parameters in under three minutes (CI smoke
+test); a full invocation is estimated at 24 minutes (``python -m tests.bench.budget``).
 """
 
 from __future__ import annotations
@@ -52,26 +53,29 @@ MIB = 1024 * 1024
 
 FULL: dict[str, dict[str, Any]] = {
     # Observers on one session speak ACP v2 (they receive every `_hub_*` event, presence too).
+    # The rungs are 8/s x 1.25^k from the fifth on (19.5/s): the four below it were far under
+    # both servers' saturation (p99 about 30 ms); 2 s steps after half a second's warm-up.
     "S1": {
         "observers": 1000,
         "observer_version": 2,
         "size": 280,
-        "start_rate": 8,
+        "start_rate": 8 * 1.25**4,
         "factor": 1.25,
         "max_steps": 20,
-        "step_s": 3.0,
-        "warmup_s": 1.0,
+        "step_s": 2.0,
+        "warmup_s": 0.5,
         "p99_limit_ms": 250.0,
     },
+    # The rungs of 3/s x 1.25^k from the eighth on (14.3/s), as S1.
     "S1-2KB": {
         "observers": 1000,
         "observer_version": 2,
         "size": 2048,
-        "start_rate": 3,
+        "start_rate": 3 * 1.25**7,
         "factor": 1.25,
         "max_steps": 20,
-        "step_s": 3.0,
-        "warmup_s": 1.0,
+        "step_s": 2.0,
+        "warmup_s": 0.5,
         "p99_limit_ms": 250.0,
     },
     # In lockstep: every session's update n falls due at the same instant (earlier rounds).
@@ -79,7 +83,7 @@ FULL: dict[str, dict[str, Any]] = {
         "sessions": 200,
         "observers": 5,
         "rate": 10.0,
-        "seconds": 6.0,
+        "seconds": 4.0,
         "warmup_s": 1.0,
         "phased": False,
     },
@@ -88,7 +92,7 @@ FULL: dict[str, dict[str, Any]] = {
         "sessions": 200,
         "observers": 5,
         "rate": 10.0,
-        "seconds": 6.0,
+        "seconds": 4.0,
         "warmup_s": 1.0,
         "phased": True,
     },
@@ -97,7 +101,7 @@ FULL: dict[str, dict[str, Any]] = {
         "sessions": 200,
         "observers": 5,
         "rate": 10.0,
-        "seconds": 6.0,
+        "seconds": 4.0,
         "warmup_s": 1.0,
         "phased": False,
     },
@@ -117,11 +121,12 @@ FULL: dict[str, dict[str, Any]] = {
         "sessions": 200,
         "observers": 5,
         "size": 280,
-        "start_rate": 8,
+        # From the third rung (12.5/s): both variants held the first two at 80-95% CPU.
+        "start_rate": 8 * 1.25**2,
         "factor": 1.25,
         "max_steps": 20,
-        "step_s": 3.0,
-        "warmup_s": 1.0,
+        "step_s": 2.0,
+        "warmup_s": 0.5,
         "p99_limit_ms": 250.0,
     },
     "S4": {
@@ -136,13 +141,16 @@ FULL: dict[str, dict[str, Any]] = {
     "S5": {"observers": 100, "behind": 1000, "rate": 100.0, "blips": 200, "interval_s": 0.05},
     # 1,000 observers at 50 updates/s is beyond both servers on this machine (see S1); 100
     # keep the session within capacity, so that only the slow consumer is under test.
+    # At 100 updates/s (50 before) the stuck observer fills the kernel's buffers and its
+    # outbox in about 20 s instead of 40, and the window after it is as much shorter; 100
+    # observers of 2 KB at 100/s are a fifth of the hub's S1-2KB capacity.
     "S7": {
         "observers": 100,
         "observer_version": 2,
-        "rate": 50.0,
+        "rate": 100.0,
         "size": 2048,
         "bound": 1 * MIB,
-        "window_s": 10.0,
+        "window_s": 5.0,
         "max_pause_s": 120.0,
         "preload": 3000,
         # A short log tail, so that the hub's memory grows only by what the slow consumer costs.
@@ -160,7 +168,7 @@ FULL: dict[str, dict[str, Any]] = {
     "S8": {"observers": 5000, "observer_version": 2, "warm": 100, "settle_s": 2.0},
     # A flooder of small requests that never reads, next to a client measuring round trips;
     # the hub's own defaults (request rate, outbox bound).
-    "S9": {"sessions": 5, "window_s": 15.0, "interval_s": 0.015, "chunk_requests": 2000},
+    "S9": {"sessions": 5, "window_s": 10.0, "interval_s": 0.015, "chunk_requests": 2000},
     # 1,000 clients of a node that is killed reconnect at once to the two others with their
     # cursors (``concurrency`` connections opening at a time, as ``open_many`` does).
     "S10": {
@@ -200,8 +208,8 @@ FULL: dict[str, dict[str, Any]] = {
     "S11": {
         "observers": 10_000,
         "sample": 10,
-        "rates": [1.0, 2.0, 3.0, 4.0, 6.0],
-        "seconds": 5.0,
+        "rates": [0.5, 1.0, 2.0, 4.0],
+        "seconds": 3.0,
         "warmup_s": 1.0,
         "settle_s": 2.0,
         "p99_limit_ms": 100.0,
@@ -209,10 +217,9 @@ FULL: dict[str, dict[str, Any]] = {
         "hub_config": {"max_connections": 12_000, "max_connections_per_principal": 12_000},
     },
     # Scale on one node: 20,000 idle connections on 200 sessions, keepalive pings on in both
-    # servers (the hub's default 20 s), held by ``workers`` processes; CPU over a minute. One
-    # run per server: memory per connection varies by under 1% between runs (as S8's), and
-    # the CPU figure is already a minute's average. The open-file limit (20,000 hard here,
-    # not raisable) caps the connections at the limit less ``fd_reserve``.
+    # servers (the hub's default 20 s), held by ``workers`` processes; CPU over a minute. The
+    # open-file limit (20,000 hard here, not raisable) caps the connections at the limit less
+    # ``fd_reserve``.
     "S12": {
         "sessions": 200,
         "connections": 20_000,
@@ -222,7 +229,6 @@ FULL: dict[str, dict[str, Any]] = {
         "measure_s": 60.0,
         "ping_interval": 20.0,
         "size": 280,
-        "runs": 1,
         "hub_config": {
             "max_connections": 25_000,
             "max_connections_per_principal": 25_000,
@@ -248,7 +254,7 @@ QUICK: dict[str, dict[str, Any]] = {
                  "factor": 2.0, "max_steps": 2, "step_s": 1.0, "warmup_s": 0.3},
     "S4": {**FULL["S4"], "observers": 5, "preload": 2000, "window_s": 1.0},
     "S5": {**FULL["S5"], "observers": 5, "behind": 100, "blips": 5},
-    "S7": {**FULL["S7"], "observers": 10, "rate": 400.0, "bound": 64 * 1024, "window_s": 1.0,
+    "S7": {**FULL["S7"], "observers": 10, "rate": 800.0, "bound": 64 * 1024, "window_s": 1.0,
            "max_pause_s": 30.0, "preload": 300,
            "hub_config": {"outbox_bytes": 64 * 1024, "retained_events": 200}},
     "S8": {**FULL["S8"], "observers": 100, "warm": 10, "settle_s": 0.5},
@@ -264,6 +270,27 @@ QUICK: dict[str, dict[str, Any]] = {
             "measure_s": 3.0, "ping_interval": 1.0,
             "hub_config": {**FULL["S12"]["hub_config"], "ping_interval": 1.0}},
 }  # fmt: skip
+
+RUNS = {
+    "S2": 3,
+    "S2-phased": 3,
+    "S4": 3,
+    "S5": 3,
+    "S10": 1,
+    "S10-owner": 1,
+    "S13": 1,
+    "S11": 1,
+    "S12": 1,
+}
+"""Runs per server of a full invocation where not ``FULL_RUNS``, so that ``make bench`` fits
+in 25 minutes: three for the figures with a goal still open and a spread between runs (S2,
+S2-phased, S4, S5); one for the failover scenarios (one kill each; their split into
+detection, takeover and reconnect comes from the nodes' logs) and for S11 and S12 (opening
+10,000 observers of one session takes the hub about two minutes; S12's figures are a
+minute's average, and memory per connection varied by under 1% between S8's runs)."""
+
+FULL_RUNS = 2
+"""Runs per server of a full invocation (interleaved: baseline, hub, hub, baseline)."""
 
 HUB_ONLY = {"S4", "S5", "S7", "S9"}
 """Scenarios about replay, cursors, the outbox and per-connection limits, which the baseline
@@ -556,8 +583,10 @@ def run_all(
     place: Placement,
     quick: bool,
     servers: Sequence[str] = ("baseline", "hub"),
+    explicit_runs: bool = False,
 ) -> list[Outcome]:
-    """Every scenario in ``names``, ``runs`` times each, interleaving baseline and hub."""
+    """Every scenario in ``names``, ``runs`` times each (a full invocation without an
+    explicit count: as many as ``RUNS`` says, where it does), interleaving baseline and hub."""
     logs = Path(tempfile.mkdtemp(prefix="acp-hub-bench-"))
     budget = 180.0 if quick else 1200.0
     outcomes: list[Outcome] = []
@@ -575,7 +604,7 @@ def run_all(
         kinds = [k for k in (["hub"] if name in HUB_ONLY else ["baseline", "hub"]) if k in servers]
         if name in STORES:
             kinds = STORES[name] if "hub" in servers else []
-        n = min(runs, int(params.get("runs", runs)))
+        n = runs if quick or explicit_runs else RUNS.get(name, runs)
         for run in range(n):
             order = kinds if run % 2 == 0 else kinds[::-1]
             results: dict[str, dict[str, Any]] = {}
@@ -951,7 +980,8 @@ def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) ->
         "|---|---|",
         *(f"| {k} | {v} |" for k, v in facts.items()),
         f"| placement | {place.describe()} (read back from the kernel in every run) |",
-        f"| runs | {runs} per scenario and server, interleaved{' (quick mode)' if quick else ''} |",
+        f"| runs | {runs} per scenario and server, interleaved{' (quick mode)' if quick else ''}"
+        f"{'' if quick else '; where `RUNS` in `tests/bench/run.py` says otherwise, as many'} |",
         "",
         "## Method",
         "",
@@ -973,7 +1003,8 @@ def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) ->
         "- **Limits**: every hub runs with its default limits but the per-principal caps on",
         "  sessions and connections (and the total of connections), raised to 1,000 sessions and",
         "  10,000 connections: without credentials every bench client is the one principal",
-        "  `local` (`HUB_CONFIG` in `tests/bench/run.py`).",
+        "  `local` (`HUB_CONFIG` in `tests/bench/run.py`; S11 and S12 raise the connections to",
+        "  12,000 and 25,000 in their `hub_config`).",
         "- **Placement**: the server on one core, the load generator and the bench agent on the",
         "  other (`os.sched_setaffinity`; the agent pins itself, `agent.py --cpus`); open-file",
         "  limits raised with `resource.setrlimit`.",
@@ -983,6 +1014,22 @@ def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) ->
         "  own random phase within one period. Both stamp every update due in an instant as",
         "  they make it, before any is delivered: the agent writes them to the hub in one",
         "  write, the baseline broadcasts them once it has built them all.",
+        "- **Duration**: `python -m tests.bench.budget` estimates an invocation from each",
+        "  scenario's parameters (runs x servers x (setup + rate steps x step, windows,",
+        "  preloads, pauses)), with setup rates measured on this machine: about 24 minutes for",
+        "  `make bench` (49 before these trims, 37 of them without S11 and S12).",
+        "  `make bench-quick` took 3 min 5 s on this machine under a load average of 16 (other",
+        "  benches running at the same time), before the quick S7 streamed at 800 updates/s",
+        "  instead of 400, which takes 9 s off it (the stuck observer fills its buffers in half",
+        "  the time). Trimmed where the figure is stable or the rung far from saturation: two",
+        "  runs per server instead of three, but three for S2, S2-phased, S4 and S5 (goals",
+        "  open, spread between runs) and one for S10, S10-owner, S13 (one kill each), S11 and",
+        "  S12 (`RUNS` in `run.py`); S1 and S1-2KB start their ramp at the fifth and eighth",
+        "  rung of before, S2-scale at the third (the rungs below kept p99 at 40 ms or less in",
+        "  both servers), with 2 s steps after 0.5 s of warm-up (3 s after 1 s); S2's windows",
+        "  are 4 s (6); S7 streams at 100 updates/s (50) in 5 s windows (10), so that the stuck",
+        "  observer fills its buffers in half the time; S9's windows are 10 s (15); S11",
+        "  calibrates over 0.5 to 4 updates/s in 3 s windows.",
         "- Figures: median of the runs (min-max in brackets). Ratios are hub / baseline per",
         "  pair of back-to-back runs, then the median.",
         "",
@@ -1112,7 +1159,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small parameters, one run")
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     parser.add_argument("--json", type=Path, help="write every run's raw result here")
-    parser.add_argument("--runs", type=int, help="runs per scenario and server (default 3)")
+    parser.add_argument(
+        "--runs", type=int, help="runs per scenario and server (default: RUNS, else 2)"
+    )
     parser.add_argument("--scenarios", help="comma-separated subset, e.g. S1,S8")
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
     parser.add_argument(
@@ -1148,7 +1197,7 @@ def main(argv: list[str] | None = None) -> int:
         name, _, key = target.partition(".")
         table[name][key] = json.loads(value)
     names = args.scenarios.split(",") if args.scenarios else list(table)
-    runs = args.runs or (1 if args.quick else 3)
+    runs = args.runs or (1 if args.quick else FULL_RUNS)
     place = Placement.choose(not args.no_pin)
     if args.report_from:
         global MEASURED_COMMIT
@@ -1162,7 +1211,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = max(len(o.runs) for o in outcomes)
     else:
         kinds = args.kinds.split(",") if args.kinds else ["baseline", "hub"]
-        outcomes = run_all(names, table, runs, place, args.quick, kinds)
+        outcomes = run_all(names, table, runs, place, args.quick, kinds, bool(args.runs))
     text = report(outcomes, runs, place, args.quick)
     if args.out:
         args.out.write_text(text)
