@@ -12,7 +12,6 @@ measurement.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from typing import Any
 
@@ -125,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, seconds in times.items():
         print(f"{name:10} {seconds:7.0f} s")
     total = sum(times.values())
-    print(f"{'total':10} {total:7.0f} s ({math.ceil(total / 60)} min)")
+    print(f"{'total':10} {total:7.0f} s ({total / 60:.1f} min)")
     return 0
 
 
