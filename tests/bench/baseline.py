@@ -1,8 +1,9 @@
 """The baseline: a minimal ``websockets`` server that broadcasts pre-encoded frames.
 
 It is the practical limit for fan-out in Python on this machine: no JSON-RPC routing, no log,
-no replay, no outbox, no compression, no pings; one ``websockets.broadcast()`` call per frame
-per group, which writes the same bytes to every open connection of the group.
+no replay, no outbox, no compression, no pings (unless ``--ping-interval``, for S12); one
+``websockets.broadcast()`` call per frame per group, which writes the same bytes to every open
+connection of the group.
 
 The wire protocol is a tiny JSON-RPC subset so that the load generator drives it like the hub:
 
@@ -123,13 +124,13 @@ async def _handler(ws: ServerConnection) -> None:
             _groups[group].discard(ws)
 
 
-async def _serve(host: str, port: int) -> None:
+async def _serve(host: str, port: int, ping_interval: float | None = None) -> None:
     async with serve(
         _handler,
         host,
         port,
         compression=None,
-        ping_interval=None,
+        ping_interval=ping_interval,
         max_size=None,
         backlog=4096,
     ) as server:
@@ -144,12 +145,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--no-uvloop", action="store_true")
+    parser.add_argument(
+        "--ping-interval", type=float, help="keepalive pings every so many seconds (S12)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.no_uvloop:
-            asyncio.run(_serve(args.host, args.port))
+            asyncio.run(_serve(args.host, args.port, args.ping_interval))
         else:
-            loop.run(_serve(args.host, args.port))
+            loop.run(_serve(args.host, args.port, args.ping_interval))
     except KeyboardInterrupt:
         pass
     return 0

@@ -10,7 +10,8 @@ Every run also checks correctness (``scenarios.correctness``); the exit status i
 run saw a duplicate, a gap, an unexpected reset or close, or failed outright. Timings never
 fail the run: the report says which targets were met.
 
-``--quick`` runs the same scenarios with small parameters in about a minute (CI smoke test).
+``--quick`` runs the same scenarios with small parameters in under three minutes (CI smoke
+test); a full invocation is estimated at 24 minutes (``python -m tests.bench.budget``).
 """
 
 from __future__ import annotations
@@ -53,26 +54,29 @@ MIB = 1024 * 1024
 # Each scenario's parameters in full, so that one is tuned without the others.
 FULL: dict[str, dict[str, Any]] = {
     # Observers on one session speak ACP v2 (they receive every `_hub_*` event, presence too).
+    # The rungs are 8/s x 1.25^k from the fifth on (19.5/s): the four below it were far under
+    # both servers' saturation (p99 about 30 ms); 2 s steps after half a second's warm-up.
     "S1": {
         "observers": 1000,
         "observer_version": 2,
         "size": 280,
-        "start_rate": 8,
+        "start_rate": 8 * 1.25**4,
         "factor": 1.25,
         "max_steps": 20,
-        "step_s": 3.0,
-        "warmup_s": 1.0,
+        "step_s": 2.0,
+        "warmup_s": 0.5,
         "p99_limit_ms": 250.0,
     },
+    # The rungs of 3/s x 1.25^k from the eighth on (14.3/s), as S1.
     "S1-2KB": {
         "observers": 1000,
         "observer_version": 2,
         "size": 2048,
-        "start_rate": 3,
+        "start_rate": 3 * 1.25**7,
         "factor": 1.25,
         "max_steps": 20,
-        "step_s": 3.0,
-        "warmup_s": 1.0,
+        "step_s": 2.0,
+        "warmup_s": 0.5,
         "p99_limit_ms": 250.0,
     },
     # In lockstep: every session's update n falls due at the same instant (earlier rounds).
@@ -80,7 +84,7 @@ FULL: dict[str, dict[str, Any]] = {
         "sessions": 200,
         "observers": 5,
         "rate": 10.0,
-        "seconds": 6.0,
+        "seconds": 4.0,
         "warmup_s": 1.0,
         "phased": False,
     },
@@ -89,7 +93,7 @@ FULL: dict[str, dict[str, Any]] = {
         "sessions": 200,
         "observers": 5,
         "rate": 10.0,
-        "seconds": 6.0,
+        "seconds": 4.0,
         "warmup_s": 1.0,
         "phased": True,
     },
@@ -98,7 +102,7 @@ FULL: dict[str, dict[str, Any]] = {
         "sessions": 200,
         "observers": 5,
         "rate": 10.0,
-        "seconds": 6.0,
+        "seconds": 4.0,
         "warmup_s": 1.0,
         "phased": False,
     },
@@ -118,11 +122,12 @@ FULL: dict[str, dict[str, Any]] = {
         "sessions": 200,
         "observers": 5,
         "size": 280,
-        "start_rate": 8,
+        # From the third rung (12.5/s): both variants held the first two at 80-95% CPU.
+        "start_rate": 8 * 1.25**2,
         "factor": 1.25,
         "max_steps": 20,
-        "step_s": 3.0,
-        "warmup_s": 1.0,
+        "step_s": 2.0,
+        "warmup_s": 0.5,
         "p99_limit_ms": 250.0,
     },
     "S4": {
@@ -137,13 +142,16 @@ FULL: dict[str, dict[str, Any]] = {
     "S5": {"observers": 100, "behind": 1000, "rate": 100.0, "blips": 200, "interval_s": 0.05},
     # 1,000 observers at 50 updates/s is beyond both servers on this machine (see S1); 100
     # keep the session within capacity, so that only the slow consumer is under test.
+    # At 100 updates/s (50 before) the stuck observer fills the kernel's buffers and its
+    # outbox in about 20 s instead of 40, and the window after it is as much shorter; 100
+    # observers of 2 KB at 100/s are a fifth of the hub's S1-2KB capacity.
     "S7": {
         "observers": 100,
         "observer_version": 2,
-        "rate": 50.0,
+        "rate": 100.0,
         "size": 2048,
         "bound": 1 * MIB,
-        "window_s": 10.0,
+        "window_s": 5.0,
         "max_pause_s": 120.0,
         "preload": 3000,
         # A short log tail, so that the hub's memory grows only by what the slow consumer costs.
@@ -161,7 +169,7 @@ FULL: dict[str, dict[str, Any]] = {
     "S8": {"observers": 5000, "observer_version": 2, "warm": 100, "settle_s": 2.0},
     # A flooder of small requests that never reads, next to a client measuring round trips;
     # the hub's own defaults (request rate, outbox bound).
-    "S9": {"sessions": 5, "window_s": 15.0, "interval_s": 0.015, "chunk_requests": 2000},
+    "S9": {"sessions": 5, "window_s": 10.0, "interval_s": 0.015, "chunk_requests": 2000},
     # 1,000 clients of a node that is killed reconnect at once to the two others with their
     # cursors (``concurrency`` connections opening at a time, as ``open_many`` does).
     "S10": {
@@ -194,6 +202,40 @@ FULL: dict[str, dict[str, Any]] = {
         "prompt_after_s": 2.0,
         "max_s": 60.0,
     },
+    # Scale on one node: one session, 10,000 observers, at the highest of ``rates`` (per
+    # second) at which the baseline keeps its p99 under 100 ms (measured first, once, by
+    # ``_calibrate``); one observer in ``sample`` is read in full (seqs, latency), the others
+    # only count their updates, so that the load generator's core keeps up.
+    "S11": {
+        "observers": 10_000,
+        "sample": 10,
+        "rates": [0.5, 1.0, 2.0, 4.0],
+        "seconds": 3.0,
+        "warmup_s": 1.0,
+        "settle_s": 2.0,
+        "p99_limit_ms": 100.0,
+        "size": 280,
+        "hub_config": {"max_connections": 12_000, "max_connections_per_principal": 12_000},
+    },
+    # Scale on one node: 20,000 idle connections on 200 sessions, keepalive pings on in both
+    # servers (the hub's default 20 s), held by ``workers`` processes; CPU over a minute. The
+    # open-file limit (20,000 hard here, not raisable) caps the connections at the limit less
+    # ``fd_reserve``.
+    "S12": {
+        "sessions": 200,
+        "connections": 20_000,
+        "workers": 4,
+        "fd_reserve": 1200,
+        "settle_s": 3.0,
+        "measure_s": 60.0,
+        "ping_interval": 20.0,
+        "size": 280,
+        "hub_config": {
+            "max_connections": 25_000,
+            "max_connections_per_principal": 25_000,
+            "ping_interval": 20.0,
+        },
+    },
 }
 
 QUICK: dict[str, dict[str, Any]] = {
@@ -213,7 +255,7 @@ QUICK: dict[str, dict[str, Any]] = {
                  "factor": 2.0, "max_steps": 2, "step_s": 1.0, "warmup_s": 0.3},
     "S4": {**FULL["S4"], "observers": 5, "preload": 2000, "window_s": 1.0},
     "S5": {**FULL["S5"], "observers": 5, "behind": 100, "blips": 5},
-    "S7": {**FULL["S7"], "observers": 10, "rate": 400.0, "bound": 64 * 1024, "window_s": 1.0,
+    "S7": {**FULL["S7"], "observers": 10, "rate": 800.0, "bound": 64 * 1024, "window_s": 1.0,
            "max_pause_s": 30.0, "preload": 300,
            "hub_config": {"outbox_bytes": 64 * 1024, "retained_events": 200}},
     "S8": {**FULL["S8"], "observers": 100, "warm": 10, "settle_s": 0.5},
@@ -223,7 +265,33 @@ QUICK: dict[str, dict[str, Any]] = {
     "S10": {**FULL["S10"], "observers": 50, "warm_s": 0.5, "max_s": 60.0},
     "S10-owner": {**FULL["S10-owner"], "observers": 50, "warm_s": 0.5, "max_s": 60.0},
     "S13": {**FULL["S13"], "observers": 10, "warm_s": 0.5, "max_s": 45.0},
+    "S11": {**FULL["S11"], "observers": 500, "rates": [5.0, 10.0, 20.0], "seconds": 1.0,
+            "warmup_s": 0.3, "settle_s": 0.5},
+    "S12": {**FULL["S12"], "sessions": 20, "connections": 1000, "workers": 2, "settle_s": 0.5,
+            "measure_s": 3.0, "ping_interval": 1.0,
+            "hub_config": {**FULL["S12"]["hub_config"], "ping_interval": 1.0}},
 }  # fmt: skip
+
+RUNS = {
+    "S2": 3,
+    "S2-phased": 3,
+    "S4": 3,
+    "S5": 3,
+    "S10": 1,
+    "S10-owner": 1,
+    "S13": 1,
+    "S11": 1,
+    "S12": 1,
+}
+"""Runs per server of a full invocation where not ``FULL_RUNS``, so that ``make bench`` fits
+in 25 minutes: three for the figures with a goal still open and a spread between runs (S2,
+S2-phased, S4, S5); one for the failover scenarios (one kill each; their split into
+detection, takeover and reconnect comes from the nodes' logs) and for S11 and S12 (opening
+10,000 observers of one session takes the hub about two minutes; S12's figures are a
+minute's average, and memory per connection varied by under 1% between S8's runs)."""
+
+FULL_RUNS = 2
+"""Runs per server of a full invocation (interleaved: baseline, hub, hub, baseline)."""
 
 HUB_ONLY = {"S4", "S5", "S7", "S9"}
 """Scenarios about replay, cursors, the outbox and per-connection limits, which the baseline
@@ -303,6 +371,43 @@ NODES = {"hub-redis": 1, "hub-2nodes": 2, "hub-spread": 2, "hub-3nodes": 3}
 """The hub kinds on Redis, and how many nodes each starts."""
 
 
+PROFILE: Path | None = None
+"""Where ``--profile`` writes a flame graph of each hub run (None: no profiles)."""
+
+
+def _start_profile(name: str, kind: str, run: int, pid: int) -> subprocess.Popen[bytes] | None:
+    """``py-spy record`` on the hub process ``pid`` into ``PROFILE`` (an SVG flame graph).
+
+    ``--nonblocking``: py-spy reads the hub's memory without pausing it, so the figures of a
+    profiled run stay close to an unprofiled one's (py-spy cannot read native frames that
+    way). Idle frames (a thread waiting in ``epoll``) are left out, py-spy's default.
+    """
+    if PROFILE is None or not kind.startswith("hub"):
+        return None
+    spy = Path(sys.executable).with_name("py-spy")
+    if not spy.exists():
+        raise RuntimeError("--profile needs py-spy (the test extra)")
+    PROFILE.mkdir(parents=True, exist_ok=True)
+    out = PROFILE / f"{name.lower()}-{kind}-{run + 1}.svg"
+    argv = [str(spy), "record", "--format", "flamegraph", "--nonblocking"]
+    argv += ["--output", str(out), "--pid", str(pid)]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _stop_profile(spy: subprocess.Popen[bytes] | None) -> None:
+    """Stop ``py-spy`` (SIGINT: it writes its flame graph) before the hub stops."""
+    if spy is None:
+        return
+    spy.send_signal(signal.SIGINT)
+    try:
+        _, err = spy.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        spy.kill()
+        _, err = spy.communicate()
+    if spy.returncode not in (0, -signal.SIGINT):
+        print(f"bench: py-spy: {err.decode(errors='replace')[-500:]}", file=sys.stderr)
+
+
 def _pin(cpus: set[int] | None) -> Callable[[], None] | None:
     if not cpus:
         return None
@@ -329,7 +434,7 @@ def run_one(
     redis: RedisServer | None = None
     try:
         if kind == "baseline":
-            server = start_baseline(log, place.server)
+            server = start_baseline(log, place.server, ping_interval=params.get("ping_interval"))
         else:
             config = logs / f"{name}-hub.toml"
             settings = {**HUB_CONFIG, **params.get("hub_config", {})}
@@ -383,6 +488,7 @@ def run_one(
         spec["ports"] = [s.port for s in (server, *others)]
         spec["kill_pid"] = others[-1].pid
         spec["params"]["kill_log"] = str(others[-1].log)
+    spy = _start_profile(name, kind, run, server.pid)
     try:
         done = subprocess.run(
             [sys.executable, "-m", "tests.bench.loadgen", json.dumps(spec)],
@@ -398,6 +504,7 @@ def run_one(
     except subprocess.TimeoutExpired:
         return {"error": f"the load generator took more than {budget:.0f} s"}
     finally:
+        _stop_profile(spy)
         for started in (server, *others):
             started.stop()
         if redis is not None:
@@ -445,6 +552,7 @@ def problems(name: str, result: dict[str, Any]) -> list[str]:
         "blip_resets",
         "slow_gaps",
         "slow_duplicates",
+        "lost",
         "before_gaps",
         "before_duplicates",
         "errors_surfaced",
@@ -476,14 +584,18 @@ def run_all(
     place: Placement,
     quick: bool,
     servers: Sequence[str] = ("baseline", "hub"),
+    explicit_runs: bool = False,
 ) -> list[Outcome]:
-    """Every scenario in ``names``, ``runs`` times each, interleaving baseline and hub."""
+    """Every scenario in ``names``, ``runs`` times each (a full invocation without an
+    explicit count: as many as ``RUNS`` says, where it does), interleaving baseline and hub."""
     logs = Path(tempfile.mkdtemp(prefix="acp-hub-bench-"))
     budget = 180.0 if quick else 1200.0
     outcomes: list[Outcome] = []
     saturation: list[float] = []
     for name in names:
         params = dict(table[name])
+        if "rates" in params:
+            params = _calibrate(name, params, place, logs, budget, servers)
         if name.startswith("S2") and "rate" in params and saturation:
             # Half the baseline's single-session saturation, spread over every observer.
             total = 0.5 * median(saturation)
@@ -493,11 +605,12 @@ def run_all(
         kinds = [k for k in (["hub"] if name in HUB_ONLY else ["baseline", "hub"]) if k in servers]
         if name in STORES:
             kinds = STORES[name] if "hub" in servers else []
-        for run in range(runs):
+        n = runs if quick or explicit_runs else RUNS.get(name, runs)
+        for run in range(n):
             order = kinds if run % 2 == 0 else kinds[::-1]
             results: dict[str, dict[str, Any]] = {}
             for kind in order:
-                print(f"bench: {name} run {run + 1}/{runs} {kind} ...", file=sys.stderr, flush=True)
+                print(f"bench: {name} run {run + 1}/{n} {kind} ...", file=sys.stderr, flush=True)
                 started = time.monotonic()
                 results[kind] = run_one(name, kind, params, place, logs, run, budget)
                 took = time.monotonic() - started
@@ -511,6 +624,36 @@ def run_all(
         outcomes.append(outcome)
     print(f"bench: server logs in {logs}", file=sys.stderr)
     return outcomes
+
+
+def _calibrate(
+    name: str,
+    params: dict[str, Any],
+    place: Placement,
+    logs: Path,
+    budget: float,
+    servers: Sequence[str],
+) -> dict[str, Any]:
+    """S11's offered rate: the highest of ``rates`` at which the baseline keeps its p99 under
+    ``p99_limit_ms`` (one run, before the interleaved ones), else the lowest of them."""
+    rates = sorted(float(r) for r in params.pop("rates"))
+    params["rate"] = rates[0]
+    if "baseline" not in servers:
+        params["calibration"] = "none (no baseline run): the lowest rate"
+        return params
+    print(f"bench: {name} calibration on the baseline ...", file=sys.stderr, flush=True)
+    result = run_one(name, "baseline", {**params, "rates": rates}, place, logs, 0, budget)
+    steps = result.get("detail", {}).get("steps", [])
+    limit = float(params["p99_limit_ms"])
+    under = [s for s in steps if s["p99_ms"] < limit and not s.get("lost")]
+    if under:
+        params["rate"] = under[-1]["rate"]
+    shown = ", ".join(f"{s['rate']:g}/s: {s['p99_ms']:.0f} ms" for s in steps)
+    params["calibration"] = f"baseline p99 {shown or result.get('error', 'failed')}" + (
+        "" if under else f"; none under {limit:g} ms: the lowest rate"
+    )
+    print(f"bench:   {params['calibration']}", file=sys.stderr)
+    return params
 
 
 # The report
@@ -715,6 +858,33 @@ def _verdict(outcome: Outcome) -> Verdict:
             m <= 2.0 if q else None,
             None,
         )
+    if key == "S11":
+        hub, base = _values(o, "hub", "p99_ms"), _values(o, "baseline", "p99_ms")
+        lost = _values(o, "hub", "lost")
+        r = _ratios(o, "p99_ms")
+        m = median(r) if r else float("nan")
+        ok = bool(r) and m <= 1.5 and not any(lost)
+        return Verdict(
+            "p99 ms at the baseline's rate, hub vs baseline; lost updates",
+            f"{_fmt(hub)} vs {_fmt(base)} ({_fmt(r, 2)}x); lost {_fmt(lost, 4)}",
+            "<= 1.5x, none lost",
+            "",
+            ok if r else None,
+            None,
+        )
+    if key == "S12":
+        cpu = _values(o, "hub", "server_cpu")
+        r = _ratios(o, "kb_per_connection")
+        n = _values(o, "hub", "connections")
+        ok = bool(cpu) and bool(r) and median(cpu) <= 0.05 and median(r) <= 2.0
+        return Verdict(
+            "hub CPU (share of a core) idle; memory per connection, hub / baseline",
+            f"{_fmt(cpu)} at {_fmt(n, 5)} connections; {_fmt(r, 2)}x",
+            "<= 0.05; <= 2x",
+            "",
+            ok if cpu and r else None,
+            None,
+        )
     if key == "S8":
         r = _ratios(o, "kb_per_observer")
         m = med(r) if r else float("nan")
@@ -745,6 +915,8 @@ TITLES = {
     "S10": "S10 reconnect storm: the clients of a killed node resume on the others",
     "S10-owner": "S10, the killed node owning the session: its clients resume on the others",
     "S13": "S13 failover: a prompt sent 2 s after the owner is killed",
+    "S11": "S11 scale: one session, 10,000 observers, at the baseline's sustainable rate",
+    "S12": "S12 scale: 20,000 idle connections on 200 sessions, pings on",
 }
 
 
@@ -809,7 +981,8 @@ def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) ->
         "|---|---|",
         *(f"| {k} | {v} |" for k, v in facts.items()),
         f"| placement | {place.describe()} (read back from the kernel in every run) |",
-        f"| runs | {runs} per scenario and server, interleaved{' (quick mode)' if quick else ''} |",
+        f"| runs | {runs} per scenario and server, interleaved{' (quick mode)' if quick else ''}"
+        f"{'' if quick else '; where `RUNS` in `tests/bench/run.py` says otherwise, as many'} |",
         "",
         "## Method",
         "",
@@ -831,7 +1004,8 @@ def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) ->
         "- **Limits**: every hub runs with its default limits but the per-principal caps on",
         "  sessions and connections (and the total of connections), raised to 1,000 sessions and",
         "  10,000 connections: without credentials every bench client is the one principal",
-        "  `local` (`HUB_CONFIG` in `tests/bench/run.py`).",
+        "  `local` (`HUB_CONFIG` in `tests/bench/run.py`; S11 and S12 raise the connections to",
+        "  12,000 and 25,000 in their `hub_config`).",
         "- **Placement**: the server on one core, the load generator and the bench agent on the",
         "  other (`os.sched_setaffinity`; the agent pins itself, `agent.py --cpus`); open-file",
         "  limits raised with `resource.setrlimit`.",
@@ -841,6 +1015,22 @@ def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) ->
         "  own random phase within one period. Both stamp every update due in an instant as",
         "  they make it, before any is delivered: the agent writes them to the hub in one",
         "  write, the baseline broadcasts them once it has built them all.",
+        "- **Duration**: `python -m tests.bench.budget` estimates an invocation from each",
+        "  scenario's parameters (runs x servers x (setup + rate steps x step, windows,",
+        "  preloads, pauses)), with setup rates measured on this machine: about 24 minutes for",
+        "  `make bench` (49 before these trims, 37 of them without S11 and S12).",
+        "  `make bench-quick` took 3 min 5 s on this machine under a load average of 16 (other",
+        "  benches running at the same time), before the quick S7 streamed at 800 updates/s",
+        "  instead of 400, which takes 9 s off it (the stuck observer fills its buffers in half",
+        "  the time). Trimmed where the figure is stable or the rung far from saturation: two",
+        "  runs per server instead of three, but three for S2, S2-phased, S4 and S5 (goals",
+        "  open, spread between runs) and one for S10, S10-owner, S13 (one kill each), S11 and",
+        "  S12 (`RUNS` in `run.py`); S1 and S1-2KB start their ramp at the fifth and eighth",
+        "  rung of before, S2-scale at the third (the rungs below kept p99 at 40 ms or less in",
+        "  both servers), with 2 s steps after 0.5 s of warm-up (3 s after 1 s); S2's windows",
+        "  are 4 s (6); S7 streams at 100 updates/s (50) in 5 s windows (10), so that the stuck",
+        "  observer fills its buffers in half the time; S9's windows are 10 s (15); S11",
+        "  calibrates over 0.5 to 4 updates/s in 3 s windows.",
         "- Figures: median of the runs (min-max in brackets). Ratios are hub / baseline per",
         "  pair of back-to-back runs, then the median.",
         "",
@@ -933,6 +1123,9 @@ def _details(o: Outcome) -> list[str]:
         if o.name in ("S4", "S7", "S8", "S9", "S10", "S10-owner", "S13") and kind in o.runs[0]:
             keep = {k: v for k, v in detail.items() if not isinstance(v, list)}
             out.append(f"- {kind} detail (run 1): `{json.dumps(keep, default=str)}`")
+        if o.name in ("S11", "S12") and kind in o.runs[0]:
+            keep = {k: v for k, v in detail.items() if not isinstance(v, list)}
+            out.append(f"- {kind} detail (run 1): `{json.dumps(keep, default=str)}`")
     return out
 
 
@@ -967,7 +1160,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small parameters, one run")
     parser.add_argument("--out", type=Path, help="write the Markdown report here")
     parser.add_argument("--json", type=Path, help="write every run's raw result here")
-    parser.add_argument("--runs", type=int, help="runs per scenario and server (default 3)")
+    parser.add_argument(
+        "--runs", type=int, help="runs per scenario and server (default: RUNS, else 2)"
+    )
     parser.add_argument("--scenarios", help="comma-separated subset, e.g. S1,S8")
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
     parser.add_argument(
@@ -978,6 +1173,12 @@ def main(argv: list[str] | None = None) -> int:
         help="override a scenario parameter (a JSON value), e.g. S2.rate=23.8",
     )
     parser.add_argument("--kinds", help="servers to run: baseline,hub (default both)")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="record each hub run with py-spy: a flame graph (SVG) per run in DIR",
+    )
     parser.add_argument("--commit", help="with --report-from: the commit the runs measured")
     parser.add_argument(
         "--report-from",
@@ -988,6 +1189,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Turn SIGTERM into SystemExit, so that the running server is stopped on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    global PROFILE
+    PROFILE = args.profile
     raise_nofile()
     table = {k: dict(v) for k, v in (QUICK if args.quick else FULL).items()}
     for item in args.set:
@@ -995,7 +1198,7 @@ def main(argv: list[str] | None = None) -> int:
         name, _, key = target.partition(".")
         table[name][key] = json.loads(value)
     names = args.scenarios.split(",") if args.scenarios else list(table)
-    runs = args.runs or (1 if args.quick else 3)
+    runs = args.runs or (1 if args.quick else FULL_RUNS)
     place = Placement.choose(not args.no_pin)
     if args.report_from:
         global MEASURED_COMMIT
@@ -1009,7 +1212,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = max(len(o.runs) for o in outcomes)
     else:
         kinds = args.kinds.split(",") if args.kinds else ["baseline", "hub"]
-        outcomes = run_all(names, table, runs, place, args.quick, kinds)
+        outcomes = run_all(names, table, runs, place, args.quick, kinds, bool(args.runs))
     text = report(outcomes, runs, place, args.quick)
     if args.out:
         args.out.write_text(text)

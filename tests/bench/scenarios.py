@@ -14,6 +14,7 @@ import json
 import math
 import os
 import random
+import resource
 import signal
 import sys
 import time
@@ -907,6 +908,197 @@ async def s9_fairness(target: Target, p: Params, server_pid: int) -> Result:
     }
 
 
+async def s11_observers(target: Target, p: Params, server_pid: int) -> Result:
+    """S11: one session, ``observers`` (10,000) observers, at one offered rate.
+
+    A sample of the observers (one in ``sample``, the creator included) is read in full: seq
+    check and latency; the others only count their stamped updates (``Conn.counting``), so
+    that the load generator's one core reads them all in time. Nothing lost: every observer
+    has every update of the window's stream once it drains. Memory: the server's RSS growth
+    from the creator alone to every observer attached, per observer.
+
+    With ``rates`` (calibration, against the baseline), the window runs at each rate in turn
+    until its p99 passes ``p99_limit_ms``; the harness then runs both servers at the highest
+    rate under the limit.
+    """
+    recorder = Recorder()
+    sessions, conns = await _setup(target, recorder, 1, 1)
+    await asyncio.sleep(p["settle_s"])
+    before = rss(server_pid)
+    t0 = now()
+    more = await open_many(target, recorder, sessions, p["observers"] - 1)
+    open_s = now() - t0
+    await asyncio.sleep(p["settle_s"])
+    after = rss(server_pid)
+    everyone = conns + more
+    sampled = [c for i, c in enumerate(everyone) if i % p["sample"] == 0]
+    for i, conn in enumerate(everyone):
+        conn.counting = i % p["sample"] != 0
+    steps: list[dict[str, float]] = []
+    lost = 0
+    for rate in p.get("rates") or [p["rate"]]:
+        count = max(1, math.ceil(rate * (p["seconds"] + 0.5)))
+        goals = [c.marks + count for c in everyone]
+        step = await _window(
+            target,
+            recorder,
+            sessions,
+            everyone,
+            rate,
+            p["seconds"],
+            p["warmup_s"],
+            p["size"],
+            pids=p["pids"],
+        )
+        lost = sum(max(0, g - c.marks) for c, g in zip(everyone, goals, strict=True))
+        # The recorder counts the sampled observers' deliveries: scaled to all of them.
+        step["deliveries_per_s"] *= len(everyone) / len(sampled)
+        step["lost"] = float(lost)
+        steps.append(step)
+        if step["p99_ms"] >= p["p99_limit_ms"] or lost or step["closed"]:
+            break
+    under = [s for s in steps if s["p99_ms"] < p["p99_limit_ms"] and not s["lost"]]
+    step = under[-1] if p.get("rates") and under else steps[-1]
+    return {
+        "figures": {
+            "rate": step["rate"],
+            "deliveries_per_s": step["deliveries_per_s"],
+            "p99_ms": step["p99_ms"],
+            "p50_ms": step["p50_ms"],
+            "lost": step["lost"],
+            "kb_per_observer": (after - before) / 1024 / len(more),
+            "server_cpu": step.get("server_cpu", math.nan),
+        },
+        "correctness": {
+            **correctness(sampled),
+            "observers": len(everyone),
+            "closed": sum(1 for c in everyone if c.closed.done()),
+            "lost": lost,
+        },
+        "detail": {
+            "steps": steps,
+            "open_s": open_s,
+            "sampled": len(sampled),
+            "rss_before_mb": before / 2**20,
+            "rss_after_mb": after / 2**20,
+            "frame_bytes": mean_frame(sampled),
+        },
+    }
+
+
+def _s12_count(p: Params) -> int:
+    """How many connections S12 opens: ``connections``, or fewer when the open-file limit
+    (inherited by the server, and not to be raised past its hard value) would not hold them
+    with the server's other files (the agents' pipes, its listening socket, ...)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY:
+        return int(p["connections"])
+    return int(min(p["connections"], hard - p["fd_reserve"]))
+
+
+async def s12_idle_many(target: Target, p: Params, server_pid: int) -> Result:
+    """S12: ``connections`` idle connections (initialized, attached to ``sessions`` sessions,
+    keepalive pings on): the server's CPU over ``measure_s`` and its memory per connection.
+
+    The sessions and their creators live in this process; the other connections in
+    ``workers`` processes (``tests/bench/idle.py``), each from its own ``127.0.0.x``. After
+    the measurement one update per session must reach every connection, none closed.
+    """
+    recorder = Recorder()
+    sessions, creators = await _setup(target, recorder, p["sessions"], 1)
+    await asyncio.sleep(p["settle_s"])
+    before = rss(server_pid)
+    total = _s12_count(p) - len(creators)
+    workers = int(p["workers"])
+    ids = [[s.id, s.epoch] for s in sessions]
+    procs = []
+    t0 = now()
+    for w in range(workers):
+        share = total // workers + (1 if w < total % workers else 0)
+        spec = {
+            "kind": target.kind,
+            "host": target.host,
+            "port": target.port,
+            "sessions": ids,
+            "count": share,
+            "offset": w,
+            "source": f"127.0.0.{w + 2}",
+            "concurrency": p.get("concurrency", 100),
+        }
+        procs.append(
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "tests.bench.idle",
+                json.dumps(spec),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
+        )
+    try:
+        opened = 0
+        for proc in procs:
+            assert proc.stdout is not None
+            line = await proc.stdout.readline()
+            if not line:
+                raise RuntimeError("an S12 worker failed while opening its connections")
+            opened += int(json.loads(line)["ready"])
+        open_s = now() - t0
+        await asyncio.sleep(p["settle_s"])
+        after = rss(server_pid)
+        cpu0, t1 = cpu_seconds(p["pids"]), now()
+        await asyncio.sleep(p["measure_s"])
+        cpu1, t2 = cpu_seconds(p["pids"]), now()
+        peak = rss(server_pid)
+        goals = [c.marks + 1 for c in creators]
+        await target.stream(sessions, 0, 1, p["size"])
+        records = []
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write(b"check\n")
+            await proc.stdin.drain()
+        for proc in procs:
+            assert proc.stdout is not None
+            line = await proc.stdout.readline()
+            if not line:
+                raise RuntimeError("an S12 worker failed during the check")
+            records.append(json.loads(line))
+        await _drain(creators, goals, within=30)
+    finally:
+        for proc in procs:
+            if proc.returncode is None:
+                proc.kill()
+            await proc.wait()
+    mine = correctness(creators)
+    keys = ("duplicates", "gaps", "resets", "number_gaps", "number_duplicates", "closed")
+    summed = {k: mine[k] + sum(int(r[k]) for r in records) for k in keys}
+    undelivered = sum(int(r["undelivered"]) for r in records)
+    undelivered += sum(1 for c, g in zip(creators, goals, strict=True) if c.marks < g)
+    connections = opened + len(creators)
+    return {
+        "figures": {
+            "connections": float(connections),
+            "server_cpu": (cpu1 - cpu0) / (t2 - t1),
+            "kb_per_connection": (after - before) / 1024 / opened,
+        },
+        "correctness": {
+            **mine,
+            **summed,
+            "observers": connections,
+            "all_delivered": int(undelivered == 0),
+        },
+        "detail": {
+            "open_s": open_s,
+            "opened": connections,
+            "measure_s": t2 - t1,
+            "rss_before_mb": before / 2**20,
+            "rss_after_mb": after / 2**20,
+            "rss_end_mb": peak / 2**20,
+            "undelivered": undelivered,
+        },
+    }
+
+
 Scenario = Callable[[Target, Params, int], Awaitable[Result]]
 
 SCENARIOS: dict[str, Scenario] = {
@@ -922,4 +1114,6 @@ SCENARIOS: dict[str, Scenario] = {
     "S10": s10_storm,
     "S10-owner": s10_storm,
     "S13": s13_failover,
+    "S11": s11_observers,
+    "S12": s12_idle_many,
 }

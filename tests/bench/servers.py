@@ -150,9 +150,14 @@ def _start(
     return Server(kind, proc, match.group(1).decode(), int(match.group(2)), log, closers)
 
 
-def start_baseline(log: Path, cpus: set[int] | None) -> Server:
-    """The baseline broadcast server on an ephemeral loopback port."""
+def start_baseline(
+    log: Path, cpus: set[int] | None, *, ping_interval: float | None = None
+) -> Server:
+    """The baseline broadcast server on an ephemeral loopback port (keepalive pings every
+    ``ping_interval`` seconds when given, else none)."""
     argv = [sys.executable, "-m", "tests.bench.baseline", "--host", "127.0.0.1", "--port", "0"]
+    if ping_interval is not None:
+        argv += ["--ping-interval", str(ping_interval)]
     return _start("baseline", argv, log, cpus, {})
 
 

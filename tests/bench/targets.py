@@ -26,6 +26,7 @@ __all__ = [
     "SpreadHubTarget",
     "Target",
     "make_target",
+    "open_from",
     "open_many",
 ]
 
@@ -326,3 +327,21 @@ async def open_many(
 
     jobs = [one(s) for s in sessions for _ in range(per_session)]
     return list(await asyncio.gather(*jobs))
+
+
+async def open_from(target: Target, recorder: Recorder, source: str) -> Conn:
+    """A client of ``target`` connected from the local address ``source`` (a ``127.0.0.x``),
+    initialized for the hub: S12's tens of thousands of connections spread over several
+    source addresses, so that no one address runs out of ephemeral ports."""
+    path = "/acp" if target.kind == "hub" else "/"
+    conn = await connect(target.host, target.port, path, recorder, source=source)
+    if target.kind == "hub":
+        await conn.request(
+            "initialize",
+            {
+                "protocolVersion": 2,
+                "info": {"name": "acp-hub-bench", "version": "0.1.0"},
+                "capabilities": {},
+            },
+        )
+    return conn

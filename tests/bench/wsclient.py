@@ -156,6 +156,9 @@ class Conn(asyncio.Protocol):
         self.on_session_update: Callable[[bytes, float], None] | None = None
         """When set, every ``session/update`` frame also goes to it undecoded, with the time
         it arrived, before it is checked as usual."""
+        self.counting = False
+        """When set, ``session/update`` frames are only counted (``frames``, ``marks``): no
+        seq check, no latency. S11 reads 10,000 observers this way but a sample of them."""
 
     # asyncio.Protocol
 
@@ -251,6 +254,9 @@ class Conn(asyncio.Protocol):
         self.frame_bytes += len(data)
         if self.on_raw is not None:
             self.on_raw(data)
+            return
+        if self.counting and data.find(_SESSION_UPDATE) >= 0:
+            self.marks += data.count(TS_MARK)
             return
         if data.find(_SESSION_UPDATE) >= 0:
             if self.on_session_update is not None:
@@ -388,16 +394,28 @@ class Conn(asyncio.Protocol):
 
 
 async def connect(
-    host: str, port: int, path: str, recorder: Recorder, *, rcvbuf: int | None = None
+    host: str,
+    port: int,
+    path: str,
+    recorder: Recorder,
+    *,
+    rcvbuf: int | None = None,
+    source: str | None = None,
 ) -> Conn:
     """Open a connection and complete the opening handshake.
 
     ``rcvbuf`` shrinks the socket's receive buffer before connecting (the TCP window is
     negotiated at connect time), so that a consumer that stops reading pushes back quickly.
+    ``source`` is the local address to connect from (e.g. ``127.0.0.2``): each loopback
+    address has its own ephemeral ports, so that tens of thousands of connections fit.
     """
     loop = asyncio.get_running_loop()
     sock: socket.socket | None = None
-    if rcvbuf is not None:
+    if source is not None:
+        _, conn = await loop.create_connection(
+            lambda: Conn(host, port, path, recorder), host, port, local_addr=(source, 0)
+        )
+    elif rcvbuf is not None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         sock.setblocking(False)
