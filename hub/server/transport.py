@@ -123,19 +123,12 @@ def held_writes() -> Iterator[None]:
 
 
 def _release() -> None:
-    """Make the held writes now (the batch, if any, stays open); consecutive writes to one
-    transport (a catch-up's frames, say) go out as one write."""
+    """Make the held writes now (the batch, if any, stays open)."""
     held = _held
     if held:
-        i, n = 0, len(held)
-        while i < n:
-            transport, data = held[i]
-            j = i + 1
-            while j < n and held[j][0] is transport:
-                j += 1
+        for transport, data in held:
             if not transport.is_closing():
-                transport.write(data if j == i + 1 else b"".join(d for _, d in held[i:j]))
-            i = j
+                transport.write(data)
         held.clear()
 
 
