@@ -10,6 +10,8 @@ attached client, the agent's request to the client whose prompt runs.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,20 @@ TURN = "\n".join(
         "say all done",
     ]
 )
+
+
+@asynccontextmanager
+async def owner_and_viewer(version: int) -> AsyncIterator[tuple[AcpClient, AcpClient, str]]:
+    """A hub on the scripted agent, an owner's new session and a viewer attached to it, both
+    clients speaking ``version``."""
+    async with (
+        running_hub([scripted_agent("scripted", 2)]) as hub,
+        acp_client(hub.url, version) as owner,
+        acp_client(hub.url, version, role="viewer") as viewer,
+    ):
+        sid = await owner.new_session()
+        await viewer.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+        yield owner, viewer, sid
 
 
 @dataclass(eq=False)
@@ -206,13 +222,7 @@ async def test_a_configured_method_without_a_session_goes_to_the_default_agent()
 async def test_raw_clients_of_each_version_get_the_agents_extension_messages(
     version: int,
 ) -> None:
-    async with (
-        running_hub([scripted_agent("scripted", 2)]) as hub,
-        acp_client(hub.url, version) as owner,
-        acp_client(hub.url, version, role="viewer") as viewer,
-    ):
-        sid = await owner.new_session()
-        await viewer.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+    async with owner_and_viewer(version) as (owner, viewer, sid):
         await owner.start(
             "session/prompt",
             {"sessionId": sid, "prompt": [{"type": "text", "text": TURN}]},
@@ -326,13 +336,7 @@ async def test_an_agent_request_goes_to_the_lease_holder_when_the_prompter_has_l
 async def test_an_agents_notification_of_any_unknown_method_reaches_the_sessions_clients(
     version: int,
 ) -> None:
-    async with (
-        running_hub([scripted_agent("scripted", 2)]) as hub,
-        acp_client(hub.url, version) as owner,
-        acp_client(hub.url, version, role="viewer") as viewer,
-    ):
-        sid = await owner.new_session()
-        await viewer.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+    async with owner_and_viewer(version) as (owner, viewer, sid):
         # ACP's and JSON-RPC's own methods are not passed on; a method the hub does not know is,
         # `_`-prefixed or not. Sent in this order, so the last one arriving means the others
         # would have arrived before it.
