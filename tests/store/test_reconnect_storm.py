@@ -11,12 +11,13 @@ and must continue exactly after it until the turn ends. How long the storm took 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from pathlib import Path
 
 import anyio
 import pytest
 
-from tests.hubproc import hub_nodes
+from tests.hubproc import HubProcess, hub_nodes
 from tests.redis_server import RedisServer
 from tests.server.harness import AcpClient, acp_client
 from tests.store.nodes import chunks_seen, turns_ended, updates_of
@@ -42,6 +43,34 @@ def cursor_of(client: AcpClient, session_id: str) -> tuple[int, int]:
         if "seq" in p.get("_meta", {}).get("acp-hub", {})
     ][-1]
     return int(last["epoch"]), int(last["seq"])
+
+
+def stuck(index: int, url: str, cursor: tuple[int, int], client: AcpClient, session_id: str) -> str:
+    """What an observer that never saw the turn's end got on its second connection."""
+    return f"{index}: no turn end on {url.split('?')[0]} after resuming from {cursor}: " + (
+        seen_by(client, session_id)
+    )
+
+
+def seen_by(client: AcpClient, session_id: str) -> str:
+    """How many updates of each kind ``client`` got, and its last three."""
+    updates = client.session_updates(session_id)
+    kinds = Counter(str(u["update"].get("sessionUpdate")) for u in updates)
+    last = [
+        (u["update"].get("sessionUpdate"), u.get("_meta", {}).get("acp-hub", {}))
+        for u in updates[-3:]
+    ]
+    return f"{len(updates)} updates {dict(kinds)}, last {last}"
+
+
+def warnings_of(*nodes: HubProcess) -> list[str]:
+    """The warning lines (``!``) of each node's log."""
+    return [
+        f"{node.stderr.stem}: {line}"
+        for node in nodes
+        for line in node.log().splitlines()
+        if " W " in line or " E " in line or "Traceback" in line
+    ]
 
 
 # Nodes and clients set up as in the other node tests: each reads as its scenario.
@@ -117,7 +146,12 @@ async def test_a_thousand_clients_of_a_killed_node_resume_elsewhere(
                 reconnected.append(time.monotonic() - killed_at)
                 # The turn's end reaches a thousand observers on a busy machine: correctness,
                 # not speed, is checked here (S10 measures the time).
-                await second.wait_for(lambda: second.idle_count(session_id) >= 1, timeout=120)
+                try:
+                    await second.wait_for(lambda: second.idle_count(session_id) >= 1, timeout=120)
+                except TimeoutError:
+                    # Said in full (which node, from where, what came), not the first only.
+                    problems.append(stuck(index, target.url, (epoch, seq), second, session_id))
+                    return
                 more = second.seqs(session_id)
                 if updates_of(second, session_id, "_hub_reset"):
                     problems.append(f"{index}: reset")
@@ -136,6 +170,7 @@ async def test_a_thousand_clients_of_a_killed_node_resume_elsewhere(
             await chunks_seen(driver, session_id, 10)
             killed_at = time.monotonic()
             await c.kill()
-        assert problems == []
+        report = [*problems[:20], f"driver: {seen_by(driver, session_id)}", *warnings_of(a, b, c)]
+        assert problems == [], "\n".join(report)
         assert len(reconnected) == OBSERVERS
         print(f"\n{OBSERVERS} clients live again within {max(reconnected):.2f} s of the kill")
