@@ -12,8 +12,10 @@ notifications alike (a client that never reads but keeps asking must not grow th
 that passes the bound is a slow consumer: its queue is dropped and it is closed with 1013; it
 reconnects and resumes with its cursor, so nothing is lost for it and nobody else waits for it.
 A replay is queued with ``push_pages`` as a lazy source, not as bytes: the writer builds and
-encodes its pages one at a time as the transport drains (so its bytes are never queued), and
-lets the event loop run between them; its size is the session state's, which the hub bounds.
+encodes its pages as the transport drains (so its bytes are never queued), up to
+``CATCH_UP_BURST`` bytes of them written together (one write to the transport, not one per
+page), and lets the event loop run between those bursts; its size is the session state's,
+which the hub bounds.
 
 A client that stops reading fills the kernel's buffers (megabytes on a fast link) before its
 outbox, and at a low rate that can take longer than the keepalive allows: its ping is stuck
@@ -36,7 +38,7 @@ import anyio
 import anyio.lowlevel
 
 from hub.server.close_codes import KEEPALIVE_TIMEOUT, SLOW_CONSUMER
-from hub.server.transport import FrameWriter, PeerGone
+from hub.server.transport import FrameWriter, PeerGone, held_writes
 
 log = logging.getLogger("hub.server")
 
@@ -65,6 +67,13 @@ class ConnectionOutbox(Protocol):
     def finish(self) -> None: ...
 
     async def run(self) -> None: ...
+
+
+CATCH_UP_BURST = 64 * 1024
+"""About how many bytes of a lazy source (a replay, a resume's events) the writer takes and
+writes at once before it lets the event loop run. A client that does not take batches gets one
+frame per event: written one at a time, a resume after a few seconds away cost a write and a
+task switch per event, which was most of a reconnect storm's work (S10)."""
 
 
 class Outbox:
@@ -191,6 +200,22 @@ class Outbox:
         self._done = True
         self._wakeup.set()
 
+    def _burst(self, source: Iterator[bytes], written: int) -> None:
+        """Write more of the lazy ``source`` at the head of the queue, up to
+        ``CATCH_UP_BURST`` bytes with the ``written`` ones, held so that they reach the
+        transport as one write. A page the writer cannot write directly goes back to the head
+        of the queue, before the rest of ``source``."""
+        with held_writes():
+            while written < CATCH_UP_BURST and self._closing is None:
+                frame = next(source, None)
+                if frame is None:
+                    return  # exhausted: the next round takes it off the queue
+                if not self._writer.try_write(frame):
+                    self._queue.appendleft(frame)
+                    self._queued_bytes += len(frame)
+                    return
+                written += len(frame)
+
     async def run(self) -> None:
         """The writer task: send queued frames in order until the outbox is closed."""
         while True:
@@ -225,7 +250,9 @@ class Outbox:
                         self._done = True
                         return
                 if lazy:
-                    # Let the rest of the hub run between the pages of a replay.
+                    assert not isinstance(head, bytes)
+                    self._burst(head, len(frame))
+                    # Let the rest of the hub run between the bursts of a replay.
                     await anyio.lowlevel.checkpoint()
             if self._closing is not None:
                 if not self._done:

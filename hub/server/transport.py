@@ -123,12 +123,19 @@ def held_writes() -> Iterator[None]:
 
 
 def _release() -> None:
-    """Make the held writes now (the batch, if any, stays open)."""
+    """Make the held writes now (the batch, if any, stays open); consecutive writes to one
+    transport (a catch-up's frames, say) go out as one write."""
     held = _held
     if held:
-        for transport, data in held:
+        i, n = 0, len(held)
+        while i < n:
+            transport, data = held[i]
+            j = i + 1
+            while j < n and held[j][0] is transport:
+                j += 1
             if not transport.is_closing():
-                transport.write(data)
+                transport.write(data if j == i + 1 else b"".join(d for _, d in held[i:j]))
+            i = j
         held.clear()
 
 

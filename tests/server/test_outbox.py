@@ -11,9 +11,11 @@ import logging
 from collections.abc import Callable, Iterator
 
 import anyio
+import anyio.lowlevel
 import pytest
 
-from hub.server.outbox import Outbox
+from hub.server import transport
+from hub.server.outbox import CATCH_UP_BURST, Outbox
 
 
 class Recorder:
@@ -134,3 +136,82 @@ async def test_a_slow_consumer_line_names_its_client(caplog: pytest.LogCaptureFi
     (record,) = [r for r in caplog.records if "slow consumer" in r.getMessage()]
     assert record.connection == "c-slow"  # type: ignore[attr-defined]
     assert recorder.frames == [b"close 1013"]
+
+
+async def test_a_replay_is_written_in_bursts_between_which_the_others_run() -> None:
+    # A resume's events, one frame each: the writer takes up to CATCH_UP_BURST bytes of them
+    # before it lets another task run, not one (a task switch per event made a reconnect
+    # storm's catch-ups most of its work).
+    writer = Recorder()
+    outbox = Outbox(writer, limit=1 << 20)
+    ticks = 0
+    built_at: list[int] = []
+    page = 1024
+    count = 4 * CATCH_UP_BURST // page
+
+    def pages() -> Iterator[bytes]:
+        for n in range(count):
+            built_at.append(ticks)
+            yield str(n).encode().ljust(page)
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while len(writer.frames) < count:
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    outbox.push_pages(pages())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(outbox.run)
+        tg.start_soon(ticker)
+        await writer.wait_frames(count)
+        outbox.finish()
+    assert [int(f) for f in writer.frames] == list(range(count))
+    bursts = [built_at.count(t) for t in sorted(set(built_at))]
+    assert max(bursts) == CATCH_UP_BURST // page, bursts
+    assert len(bursts) <= 5, bursts
+
+
+async def test_a_page_the_transport_refuses_in_a_burst_keeps_its_place() -> None:
+    writer = Recorder()
+    outbox = Outbox(writer, limit=1 << 20)
+
+    def pages() -> Iterator[bytes]:
+        for n in range(10):
+            if n == 4:
+                writer.open = False  # the transport's buffer is full from here
+            yield f"page {n}".encode()
+
+    outbox.push_pages(pages())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(outbox.run)
+        await writer.wait_frames(4)
+        await anyio.sleep(0.02)
+        assert writer.frames == [f"page {n}".encode() for n in range(4)]
+        assert outbox.push(b"live")
+        writer.open = True
+        writer.drained.set()
+        await writer.wait_frames(11)
+        outbox.finish()
+    assert writer.frames == [*(f"page {n}".encode() for n in range(10)), b"live"]
+
+
+def test_held_writes_to_one_transport_in_a_row_go_out_as_one_write() -> None:
+    class Transport:
+        def __init__(self) -> None:
+            self.writes: list[bytes] = []
+
+        def is_closing(self) -> bool:
+            return False
+
+        def write(self, data: bytes) -> None:
+            self.writes.append(data)
+
+    one, two = Transport(), Transport()
+    with transport.held_writes():
+        held = transport._held
+        assert held is not None
+        held += [(one, b"a"), (one, b"b"), (two, b"c"), (one, b"d"), (one, b"e"), (two, b"f")]
+    # Each client's frames stay in order; the clients' turns too.
+    assert one.writes == [b"ab", b"de"]
+    assert two.writes == [b"c", b"f"]
