@@ -74,12 +74,6 @@ def warnings_of(*nodes: HubProcess) -> list[str]:
 
 
 # Nodes and clients set up as in the other node tests: each reads as its scenario.
-@pytest.mark.xfail(
-    strict=False,
-    reason="known bug, open: in some runs of the whole suite one to eight of the thousand "
-    "observers resumed on a surviving node never receive the turn's end (their connection "
-    "stays open); never seen with the test alone, nor in the bench's S10",
-)
 async def test_a_thousand_clients_of_a_killed_node_resume_elsewhere(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
@@ -101,7 +95,21 @@ async def test_a_thousand_clients_of_a_killed_node_resume_elsewhere(
         all_attached = anyio.Event()
         reconnected: list[float] = []
         problems: list[str] = []
+        ended_before: list[int] = []
+        """Observers whose first connection got the turn's end before C was killed."""
         killed_at = 0.0
+        prompted_at = 0
+        """The session's last seq before the second prompt."""
+
+        def turn_ended(client: AcpClient) -> bool:
+            """Whether ``client`` got the end of the second turn (live, with a seq)."""
+            return any(
+                p["update"].get("sessionUpdate") == "state_update"
+                and p["update"].get("state") == "idle"
+                and p["update"].get("stopReason") is not None
+                and p.get("_meta", {}).get("acp-hub", {}).get("seq", 0) > prompted_at
+                for p in client.session_updates(session_id)
+            )
 
         async def observer(index: int) -> None:
             nonlocal attached
@@ -145,13 +153,19 @@ async def test_a_thousand_clients_of_a_killed_node_resume_elsewhere(
                 )
                 reconnected.append(time.monotonic() - killed_at)
                 # The turn's end reaches a thousand observers on a busy machine: correctness,
-                # not speed, is checked here (S10 measures the time).
+                # not speed, is checked here (S10 measures the time). On a machine that busy,
+                # the turn may have ended before the kill reached C, and some observers had
+                # its end already: it must then be in what the first connection got.
                 try:
-                    await second.wait_for(lambda: second.idle_count(session_id) >= 1, timeout=120)
+                    await second.wait_for(
+                        lambda: turn_ended(first) or turn_ended(second), timeout=120
+                    )
                 except TimeoutError:
                     # Said in full (which node, from where, what came), not the first only.
                     problems.append(stuck(index, target.url, (epoch, seq), second, session_id))
                     return
+                if turn_ended(first):
+                    ended_before.append(index)
                 more = second.seqs(session_id)
                 if updates_of(second, session_id, "_hub_reset"):
                     problems.append(f"{index}: reset")
@@ -166,6 +180,7 @@ async def test_a_thousand_clients_of_a_killed_node_resume_elsewhere(
                 tg.start_soon(observer, index)
             with anyio.fail_after(300):
                 await all_attached.wait()
+            prompted_at = driver.last_seq(session_id)
             await driver.prompt(session_id, "slow 150 40")
             await chunks_seen(driver, session_id, 10)
             killed_at = time.monotonic()
@@ -173,4 +188,7 @@ async def test_a_thousand_clients_of_a_killed_node_resume_elsewhere(
         report = [*problems[:20], f"driver: {seen_by(driver, session_id)}", *warnings_of(a, b, c)]
         assert problems == [], "\n".join(report)
         assert len(reconnected) == OBSERVERS
-        print(f"\n{OBSERVERS} clients live again within {max(reconnected):.2f} s of the kill")
+        print(
+            f"\n{OBSERVERS} clients live again within {max(reconnected):.2f} s of the kill "
+            f"({len(ended_before)} had the turn's end before it)"
+        )
