@@ -99,7 +99,15 @@ class _Text:
             self.recent.clear()
 
     def value(self) -> str:
-        return "".join(self.batches) + "".join(self.recent)
+        """The whole text, kept as the one batch from then on: asked again while no piece
+        was appended, it costs no copy (a compaction reads every message's text)."""
+        batches = self.batches
+        if len(batches) == 1 and not self.recent:
+            return batches[0]
+        text = "".join(batches) + "".join(self.recent)
+        self.batches = [text]
+        self.recent.clear()
+        return text
 
 
 class _Message:
@@ -180,6 +188,7 @@ class SessionState:
     """
 
     __slots__ = (
+        "_chunked",
         "_commands",
         "_config",
         "_extras",
@@ -200,6 +209,8 @@ class SessionState:
     def _reset(self) -> None:
         # Keyed by (entity type, id): messages and tool calls interleaved by first appearance.
         self._timeline: dict[tuple[str, str], _Message | _ToolCall] = {}
+        self._chunked: _Message | None = None
+        """The message the last chunk went to (see ``_fold_message_chunk``)."""
         self._terminals: dict[str, _Terminal] = {}
         self._plans: dict[str, dict[str, Any]] = {}
         self._info: dict[str, Any] = {}
@@ -269,7 +280,15 @@ class SessionState:
     def _fold_message_chunk(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
         # The chunk's own `_meta` is scoped to the chunk: nothing to keep
         # (https://agentclientprotocol.com/protocol/v2/migration#extensibility-and-forward-compatibility).
-        self._message(update["messageId"], MESSAGE_OF_CHUNK[variant]).append(update["content"])
+        message = self._message(update["messageId"], MESSAGE_OF_CHUNK[variant])
+        previous = self._chunked
+        if previous is not message:
+            # The stream moved on to another message: join the text of the one it left now,
+            # while it streams, not all at once when a late joiner's compaction reads them.
+            if previous is not None and previous.tail is not None:
+                previous.tail.value()
+            self._chunked = message
+        message.append(update["content"])
 
     def _fold_message(self, variant: str, update: Mapping[str, Any], checked: Any) -> None:
         message = self._message(update["messageId"], variant)
