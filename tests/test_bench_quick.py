@@ -20,7 +20,7 @@ import pytest
 
 from hub.settings import Settings
 from tests.bench.budget import estimate
-from tests.bench.run import FULL, HUB_CONFIG, HUB_ONLY, QUICK, STORES, problems
+from tests.bench.run import FULL, HUB_CONFIG, HUB_ONLY, QUICK, STORES, Outcome, _verdict, problems
 from tests.support import ROOT
 
 
@@ -115,11 +115,15 @@ def _s2_scale(run: dict[str, Any]) -> None:
 
 
 def _s11(run: dict[str, Any]) -> None:
-    # Every observer got every update of the window, on both servers at the same rate, and
-    # the memory per observer was measured.
+    # Every observer got every update of the window, on both servers at the same rate, every
+    # sampled one some within the window itself (latencies measured), and the memory per
+    # observer was measured.
     assert run["hub"]["figures"]["rate"] == run["baseline"]["figures"]["rate"]
     for kind in ("baseline", "hub"):
         figures = run[kind]["figures"]
+        assert run[kind]["correctness"]["sampled_delivered"] == 1, (kind, run[kind]["detail"])
+        assert figures["deliveries_per_s"] > 0, (kind, figures)
+        assert figures["p99_ms"] == figures["p99_ms"], (kind, figures)  # not NaN
         assert figures["lost"] == 0, (kind, figures)
         assert figures["kb_per_observer"] > 0, (kind, figures)
         assert run[kind]["detail"]["sampled"] < run[kind]["correctness"]["observers"]
@@ -147,6 +151,23 @@ CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "S2-scale": _s2_scale,
 }
 """What a scenario's quick run must show besides a clean correctness record."""
+
+
+def test_s11_fails_when_the_hub_delivered_nothing_within_the_window() -> None:
+    # Everything arrived once the stream drained (nothing lost), but too late for the window:
+    # no latency was measured (p99 n/a), and that is a failure, not a pass or an n/a.
+    def run(deliveries: float, p99: float, delivered: int) -> dict[str, Any]:
+        return {
+            "figures": {"deliveries_per_s": deliveries, "p99_ms": p99, "lost": 0.0},
+            "correctness": {"observers": 10, "sampled_delivered": delivered},
+        }
+
+    baseline = run(5000.0, 100.0, 1)
+    for hub in (run(0.0, float("nan"), 0), run(5000.0, 120.0, 0)):
+        outcome = Outcome("S11", {}, [{"baseline": baseline, "hub": hub}])
+        assert _verdict(outcome).met is False, hub
+    assert _verdict(Outcome("S11", {}, [{"baseline": baseline, "hub": baseline}])).met
+    assert "sampled_delivered=0" in problems("S11", run(0.0, float("nan"), 0))
 
 
 def test_every_scenario_check_names_a_quick_scenario() -> None:

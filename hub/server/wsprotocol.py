@@ -30,6 +30,9 @@ from __future__ import annotations
 from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.frames import Frame
+
+from hub.server.keepalive import keepalive_for
 
 __all__ = ["READ_SLICE", "FairWebSocketProtocol"]
 
@@ -46,6 +49,26 @@ class FairWebSocketProtocol(WebSocketsSansIOProtocol):
         """Input read from the socket and not parsed yet, from ``_offset`` on."""
         self._offset = 0
         self._scheduled = False
+
+    # -- keepalive (hub.server.keepalive) ---------------------------------------------------
+
+    def start_keepalive(self) -> None:
+        if self.ping_interval is not None and self.ping_interval > 0:
+            keepalive_for(self.config, self.loop, self.ping_interval, self.ping_timeout).add(self)
+
+    def stop_keepalive(self) -> None:
+        if self.ping_interval is not None and self.ping_interval > 0:
+            keepalive_for(self.config, self.loop, self.ping_interval, self.ping_timeout).discard(
+                self
+            )
+        self.pending_ping_payload = None
+
+    def handle_pong(self, event: Frame) -> None:
+        # Only the pong of the ping in flight counts (not an unsolicited or a stale one).
+        pending = self.pending_ping_payload
+        if pending is not None and bytes(event.data) == pending:
+            self.last_ping_rtt = self.loop.time() - self.ping_sent_at
+            self.pending_ping_payload = None
 
     def data_received(self, data: bytes) -> None:
         if not self.handshake_complete:

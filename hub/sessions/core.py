@@ -125,10 +125,17 @@ class SessionCore:
         """Where the session counts and times what it does (the hub's ``/metrics``)."""
         self.v1 = ClientV1Renderer()
         self.attached: dict[str, Attachment] = {}
-        # The fan-out's view of `attached`, rebuilt on every attach and detach: the push of
-        # each v2 attachment, and the v1 attachments (read for every event).
-        self._v2_pushes: tuple[Callable[[bytes], bool], ...] = ()
-        self._v1_attached: tuple[Attachment, ...] = ()
+        self.viewers = 0
+        """How many of ``attached`` are viewers (presence counts them for every change)."""
+        # The fan-out's view of `attached`, kept up to date one attachment at a time (an
+        # attach or a detach costs the same whatever the audience): the push of each v2
+        # attachment and the v1 attachments, by client id, in attach order. The tuples the
+        # fan-out reads for every event are taken from them on the first event after a
+        # change (``None``: to be taken again).
+        self._v2: dict[str, Callable[[bytes], bool]] = {}
+        self._v1: dict[str, Attachment] = {}
+        self._v2_pushes: tuple[Callable[[bytes], bool], ...] | None = ()
+        self._v1_attached: tuple[Attachment, ...] | None = ()
         self._frame_head = _FRAME_OPEN + orjson.dumps(session_id) + _UPDATE_OPEN
         self.catch_up = CatchUp(self)
         self.counter = 0
@@ -180,13 +187,19 @@ class SessionCore:
     ) -> tuple[int, int]:
         """Push one event's frames to every client in the fan-out (v1 clients: not the user
         message of their own prompt, ``origin``). Returns the deliveries and their bytes."""
-        # Snapshots: a push that closes a client detaches it, which replaces them.
+        # Snapshots: a push that closes a client detaches it, and the loop goes on over the
+        # tuples taken before (the next event takes new ones).
         v2_pushes = self._v2_pushes
+        if v2_pushes is None:
+            v2_pushes = self._v2_pushes = tuple(self._v2.values())
+        v1_attached = self._v1_attached
+        if v1_attached is None:
+            v1_attached = self._v1_attached = tuple(self._v1.values())
         for push in v2_pushes:
             push(v2)
         deliveries = len(v2_pushes)
         delivered = deliveries * len(v2)
-        for attachment in self._v1_attached:
+        for attachment in v1_attached:
             if origin != attachment.client_id:  # `Event.for_v1`, inlined for the hot path
                 frames = v1_hub if attachment.hub_events else v1
                 for frame in frames:
@@ -215,24 +228,44 @@ class SessionCore:
         if not relayed:
             client.outbox.push_pages(self.catch_up.frames(client, replay, after, message_id))
         effective = arbiter.capped(role, client.role)
-        previous = self.attached.get(client.client_id)
+        client_id = client.client_id
+        previous = self.attached.get(client_id)
         if previous is not None and previous.role == effective:
             since = previous.since
-        self.attached[client.client_id] = Attachment(client, since, effective, via_attach, relayed)
-        self._fanout_changed()
+        attachment = Attachment(client, since, effective, via_attach, relayed)
+        # Attached again: the same place in the attachments and the fan-out, as before.
+        self.attached[client_id] = attachment
+        if previous is not None:
+            self._leave_counts(previous)
+        if effective == "viewer":
+            self.viewers += 1
+        if relayed:
+            self._leave_fanout(client_id)
+        elif attachment.v2:
+            self._v2[client_id] = attachment.push
+            self._v2_pushes = None
+        else:
+            self._v1[client_id] = attachment
+            self._v1_attached = None
         return cursor
 
     def remove(self, client: ClientHandle) -> Attachment | None:
         """Take ``client`` out of the attachments and the fan-out; its attachment, if any."""
         attachment = self.attached.pop(client.client_id, None)
         if attachment is not None:
-            self._fanout_changed()
+            self._leave_counts(attachment)
+            self._leave_fanout(attachment.client_id)
         return attachment
 
-    def _fanout_changed(self) -> None:
-        attachments = [a for a in self.attached.values() if not a.relayed]
-        self._v2_pushes = tuple(a.push for a in attachments if a.v2)
-        self._v1_attached = tuple(a for a in attachments if not a.v2)
+    def _leave_counts(self, attachment: Attachment) -> None:
+        if attachment.role == "viewer":
+            self.viewers -= 1
+
+    def _leave_fanout(self, client_id: str) -> None:
+        if self._v2.pop(client_id, None) is not None:
+            self._v2_pushes = None
+        if self._v1.pop(client_id, None) is not None:
+            self._v1_attached = None
 
     def notify_attached(self, method: str, params: dict[str, Any], *, via_attach: bool) -> None:
         """Send a notification to every attached client (``via_attach``: only to those that
@@ -369,6 +402,11 @@ class CoreViews:
     @property
     def attached(self) -> dict[str, Attachment]:
         return self.core.attached
+
+    @property
+    def viewers(self) -> int:
+        """How many attached clients are viewers."""
+        return self.core.viewers
 
     @property
     def prompt_policy(self) -> PromptPolicy:

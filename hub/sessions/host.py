@@ -96,6 +96,11 @@ class Host(Protocol):
     def attached(self) -> dict[str, Attachment]: ...
 
     @property
+    def viewers(self) -> int:
+        """How many of ``attached`` are viewers."""
+        ...
+
+    @property
     def prompt_policy(self) -> PromptPolicy: ...
 
     @property

@@ -10,6 +10,12 @@ every client). Each event is a delta (``added`` records, ``removed`` ids); foldi
 from the start gives the full ``clients`` list, which is what compaction (replay, resets) sends.
 Viewers are listed one by one only while there are at most ``presence_viewers`` of them: an
 audience of thousands is counted, not listed.
+
+Nothing here grows with the audience per change: a flush looks only at the clients that
+joined or left since the last one (and the session keeps its count of viewers), and past a
+thousand clients the events are further apart (``interval``): each is a frame for every
+client, and at a fixed rate an audience joining one by one would cost the square of its size
+in frames.
 """
 
 from __future__ import annotations
@@ -24,6 +30,19 @@ if TYPE_CHECKING:
 
 PRESENCE_INTERVAL = 0.25
 """At most one ``_hub_presence`` event per this many seconds; changes in between coalesce."""
+PRESENCE_DELIVERIES = 4000
+"""At most this many ``_hub_presence`` frames per second for one session's audience: past
+``PRESENCE_INTERVAL`` times this many clients (1,000), the events are further apart (2.5 s
+for 10,000 clients), so that a session's presence costs the hub and its clients the same
+whatever its audience instead of growing with it (an audience joining one by one would
+otherwise cost the square of its size in frames)."""
+
+
+def interval(count: int) -> float:
+    """The least time between two ``_hub_presence`` events of a session with ``count``
+    attached clients: ``PRESENCE_INTERVAL``, longer past ``PRESENCE_DELIVERIES`` frames a
+    second."""
+    return max(PRESENCE_INTERVAL, count / PRESENCE_DELIVERIES)
 
 
 class Presence:
@@ -33,7 +52,9 @@ class Presence:
         self._session = session
         self._changes: list[dict[str, Any]] = []
         self._listed: dict[str, dict[str, Any]] = {}
-        """The client records the last ``_hub_presence`` left listed, by client id."""
+        """The client records the ``_hub_presence`` events left listed, by client id."""
+        self._list_viewers = True
+        """Whether ``_listed`` lists the viewers (at most ``presence_viewers`` of them)."""
         self._counts = (0, 0)
         self._flush_pending = False
         self._next = 0.0
@@ -68,26 +89,50 @@ class Presence:
         if not self._flush_pending:
             self.flush()  # no task to defer to: at once
 
-    def _listing(self) -> tuple[dict[str, dict[str, Any]], int]:
-        """The client records presence lists now (by id, in attach order) and the number of
-        attached viewers."""
-        attached = self._session.attached.values()
-        viewers = sum(1 for a in attached if a.role == "viewer")
-        list_viewers = viewers <= self._session.settings.presence_viewers
-        listed = {
-            a.client_id: {
-                "clientId": a.client_id,
-                "name": a.client.name,
-                "principal": a.client.principal,
-                "program": a.client.program,
-                "role": a.role,
-                "since": a.since,
-                "protocolVersion": a.client.version,
-            }
-            for a in attached
-            if list_viewers or a.role != "viewer"
+    def _record(self, client_id: str, list_viewers: bool) -> dict[str, Any] | None:
+        """The record presence lists for ``client_id`` now (``None``: not listed)."""
+        a = self._session.attached.get(client_id)
+        if a is None or (a.role == "viewer" and not list_viewers):
+            return None
+        return {
+            "clientId": a.client_id,
+            "name": a.client.name,
+            "principal": a.client.principal,
+            "program": a.client.program,
+            "role": a.role,
+            "since": a.since,
+            "protocolVersion": a.client.version,
         }
-        return listed, viewers
+
+    def _relist(
+        self, changes: list[dict[str, Any]], list_viewers: bool
+    ) -> dict[str, dict[str, Any] | None]:
+        """Bring ``_listed`` up to date with ``changes``; the records it changed (``None``:
+        no longer listed), by id, in the order the changes name them.
+
+        Only the clients the changes name are looked at, so a flush costs the same whatever
+        the audience. A record changes only when its client attaches (again) or leaves,
+        each of which is a change here: the clients not named keep their records. When
+        viewers start or stop being listed (their number crossed ``presence_viewers``),
+        every client is looked at again."""
+        listed = self._listed
+        if list_viewers != self._list_viewers or any(
+            c.get("joined") is None and c.get("left") is None for c in changes
+        ):
+            self._list_viewers = list_viewers
+            ids = list(dict.fromkeys([*listed, *self._session.attached]))
+        else:
+            ids = list(dict.fromkeys(c["joined"] if "joined" in c else c["left"] for c in changes))
+        updated: dict[str, dict[str, Any] | None] = {}
+        for client_id in ids:
+            record = self._record(client_id, list_viewers)
+            if record is None:
+                if listed.pop(client_id, None) is not None:
+                    updated[client_id] = None
+            elif listed.get(client_id) != record:
+                listed[client_id] = record
+                updated[client_id] = record
+        return updated
 
     def flush(self) -> None:
         """Emit one ``_hub_presence`` delta for the changes since the last one.
@@ -100,16 +145,19 @@ class Presence:
         changes, self._changes = self._changes, []
         if not changes:
             return
-        listed, viewers = self._listing()
-        before = self._listed
-        counts = (len(self._session.attached), viewers)
-        added = [record for cid, record in listed.items() if before.get(cid) != record]
-        removed = [cid for cid in before if cid not in listed]
+        session = self._session
+        viewers = session.viewers
+        listed = self._listed
+        # Who was listed before: the changed clients' part of it is all ``shown`` reads.
+        before = {c["left"] for c in changes if c.get("left") in listed}
+        updated = self._relist(changes, viewers <= session.settings.presence_viewers)
+        counts = (len(session.attached), viewers)
+        added = [record for record in updated.values() if record is not None]
+        removed = [cid for cid, record in updated.items() if record is None]
         if not added and not removed and counts == self._counts:
             return
-        self._listed = listed
         self._counts = counts
-        self._next = time.monotonic() + PRESENCE_INTERVAL
+        self._next = time.monotonic() + interval(counts[0])
         shown = [
             c
             for c in changes

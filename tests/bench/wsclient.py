@@ -145,6 +145,8 @@ class Conn(asyncio.Protocol):
         self.number_gaps = 0
         self.number_duplicates = 0
         self.marks = 0
+        self.recorded = 0
+        """Stamped updates this connection recorded (while the recorder was on)."""
         self.replay_frames = 0
         self.replay_marks = 0
         self.frames = 0
@@ -292,6 +294,7 @@ class Conn(asyncio.Protocol):
                         rec.latencies.append(received - float(data[i + 4 : end]))
                         rec.received.append(received)
                         rec.deliveries += 1
+                        self.recorded += 1
                     i = data.find(TS_MARK, i + 4)
                 if self.live and self.first_live_at is None:
                     self.first_live_at = received

@@ -27,6 +27,7 @@ from hub.protocol.errors import (
     RpcError,
     hub_error,
 )
+from hub.sessions import presence
 from hub.sessions.client import ClientHandle
 from hub.sessions.errors import SessionFailure
 from tests.sessions.harness import (
@@ -136,6 +137,46 @@ async def test_an_audience_past_presence_viewers_is_counted_not_listed() -> None
         presence = record(owner, "_hub_presence")
         assert [c["clientId"] for c in presence["clients"]] == ["c-0"]
         assert (presence["count"], presence["viewers"]) == (4, 3)
+
+
+async def test_presence_follows_a_role_change_and_the_viewer_limit_both_ways() -> None:
+    # A flush looks only at the clients that joined or left; the folded list is still what
+    # the attachments say after a re-attach with another role, and as the viewers' number
+    # crosses `presence_viewers` one way and back.
+    async with hub_session(presence_viewers=2) as (session, _, _):
+        owner = Client("c-0")
+        join(session, owner)
+        viewers = [Client(f"c-{i}", role="viewer") for i in range(1, 4)]
+
+        async def listed() -> list[tuple[str, str]]:
+            await until(lambda: session.settled)
+            clients = record(owner, "_hub_presence")["clients"]
+            return [(c["clientId"], c["role"]) for c in clients]
+
+        join(session, viewers[0])
+        join(session, viewers[1])
+        assert await listed() == [("c-0", "owner"), ("c-1", "viewer"), ("c-2", "viewer")]
+        join(session, viewers[2])
+        assert await listed() == [("c-0", "owner")]
+        session.detach(viewers[0], reason="disconnected")
+        assert await listed() == [("c-0", "owner"), ("c-2", "viewer"), ("c-3", "viewer")]
+        session.attach(viewers[1], replay=None, role="viewer")  # the same role: no change
+        session.announce(viewers[1])
+        session.attach(owner, replay=None, role="viewer")
+        session.announce(owner)
+        assert await listed() == []
+        presence = record(owner, "_hub_presence")
+        assert (presence["count"], presence["viewers"]) == (3, 3)
+        session.attach(owner, replay=None, role="owner")
+        session.announce(owner)
+        assert await listed() == [("c-0", "owner"), ("c-2", "viewer"), ("c-3", "viewer")]
+        assert record(owner, "_hub_presence")["viewers"] == 2
+
+
+def test_presence_events_of_a_large_audience_are_further_apart() -> None:
+    # Each event is a frame for every client: past a thousand clients, fewer of them.
+    assert presence.interval(1) == presence.interval(1000) == presence.PRESENCE_INTERVAL
+    assert presence.interval(10_000) == 10 * presence.interval(1000)
 
 
 # -- roles -------------------------------------------------------------------------------------
