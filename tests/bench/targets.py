@@ -64,9 +64,16 @@ class Target(Protocol):
         ...
 
     async def attach(
-        self, conn: Conn, session: Session, replay: dict[str, Any] | None = None
+        self,
+        conn: Conn,
+        session: Session,
+        replay: dict[str, Any] | None = None,
+        *,
+        viewer: bool = False,
     ) -> int:
-        """Attach ``conn`` (live after this returns); the seq the stream continues after."""
+        """Attach ``conn`` (live after this returns); the seq the stream continues after.
+        ``viewer``: as a viewer (the hub: ``_meta["acp-hub"].role``), as an audience watches;
+        the bench has no credentials, so every connection may otherwise act as the owner."""
         ...
 
     async def stream(
@@ -161,7 +168,12 @@ class HubTarget:
         return Session(str(result["sessionId"]), epoch, conn)
 
     async def attach(
-        self, conn: Conn, session: Session, replay: dict[str, Any] | None = None
+        self,
+        conn: Conn,
+        session: Session,
+        replay: dict[str, Any] | None = None,
+        *,
+        viewer: bool = False,
     ) -> int:
         params: dict[str, Any] = {"sessionId": session.id, "cwd": self.cwd}
         if id(conn) in self._v1:
@@ -170,6 +182,8 @@ class HubTarget:
                 raise ValueError("v1 observers attach live only")
         elif replay is not None:
             params["replayFrom"] = replay
+        if viewer:
+            params["_meta"] = {"acp-hub": {"role": "viewer"}}
         seq, _ = _meta_seq(await conn.request("session/resume", params))
         conn.attached_at(seq)
         return seq
@@ -268,7 +282,12 @@ class BaselineTarget:
         return session
 
     async def attach(
-        self, conn: Conn, session: Session, replay: dict[str, Any] | None = None
+        self,
+        conn: Conn,
+        session: Session,
+        replay: dict[str, Any] | None = None,
+        *,
+        viewer: bool = False,
     ) -> int:
         seq, _ = _meta_seq(await conn.request("attach", {"group": session.id}))
         # The other target's twin: the bench drives each target through its own class.
@@ -316,13 +335,14 @@ async def open_many(
     *,
     concurrency: int = 100,
 ) -> list[Conn]:
-    """Open ``per_session`` connections attached (live) to each of ``sessions``."""
+    """Open ``per_session`` connections attached (live) to each of ``sessions``, as
+    viewers: the observers of a session are its audience."""
     gate = asyncio.Semaphore(concurrency)
 
     async def one(session: Session) -> Conn:
         async with gate:
             conn = await target.open_for(session, recorder)
-            await target.attach(conn, session)
+            await target.attach(conn, session, viewer=True)
             return conn
 
     jobs = [one(s) for s in sessions for _ in range(per_session)]
