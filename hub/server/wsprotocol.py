@@ -23,7 +23,9 @@ connection. The opening handshake is parsed as uvicorn does.
 The messages parsed for the application wait in an ``Inbox`` instead of uvicorn's
 ``asyncio.Queue``: it holds what that queue held for uvicorn (``put_nowait``, ``empty`` and
 ``get``, one reader) without the queue's four deques and its event, about 3 KB for every
-connection (benchmark S8).
+connection (benchmark S8). The write flow-control flag (``writable``) is a ``Writable``,
+an ``asyncio.Event`` without the deque of waiters it makes up front (760 bytes), and the
+handshake's response is let go of once it is sent.
 
 It relies on uvicorn internals (``conn``, ``queue``, ``read_paused``, ``close_sent``,
 ``handshake_complete``), as ``hub.server.transport`` does; ``tests/server/test_wsprotocol.py``
@@ -33,11 +35,11 @@ checks them.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
-__all__ = ["READ_SLICE", "FairWebSocketProtocol", "Inbox"]
+__all__ = ["READ_SLICE", "FairWebSocketProtocol", "Inbox", "Writable"]
 
 READ_SLICE = 8 * 1024
 """Bytes of a client's input parsed at once (about 140 small requests, half a millisecond)."""
@@ -92,6 +94,50 @@ class Inbox:
         return self.get_nowait()
 
 
+class Writable(asyncio.Event):
+    """uvicorn's write flow-control flag: an ``asyncio.Event`` (``hub.server.transport``
+    checks for one) whose waiters are listed only while some wait. ``asyncio.Event`` makes a
+    deque for them up front, 760 bytes for every connection, which nearly never waits."""
+
+    def __init__(self) -> None:
+        # Not the base class's: its state is the deque this class does without.
+        self._set = False
+        self._futures: list[asyncio.Future[None]] | None = None
+
+    def __repr__(self) -> str:
+        return f"<Writable {'set' if self._set else 'unset'}>"
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        if self._set:
+            return
+        self._set = True
+        futures, self._futures = self._futures, None
+        for future in futures or ():
+            if not future.done():
+                future.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    async def wait(self) -> Literal[True]:
+        if self._set:
+            return True
+        future = asyncio.get_running_loop().create_future()
+        if self._futures is None:
+            self._futures = []
+        futures = self._futures
+        futures.append(future)
+        try:
+            await future
+            return True
+        finally:
+            if future in futures:
+                futures.remove(future)
+
+
 class FairWebSocketProtocol(WebSocketsSansIOProtocol):
     """uvicorn's sans-I/O WebSocket protocol, parsing input a slice at a time (see above)."""
 
@@ -100,6 +146,8 @@ class FairWebSocketProtocol(WebSocketsSansIOProtocol):
         # In place of uvicorn's queue (see the module docstring): the protocol only calls
         # ``put_nowait``, ``empty`` and ``get`` on it, and the application is its one reader.
         self.queue = cast("asyncio.Queue[Any]", Inbox())
+        self.writable = Writable()
+        self.writable.set()
         self._unparsed = b""
         """Input read from the socket and not parsed yet, from ``_offset`` on."""
         self._offset = 0
@@ -144,6 +192,10 @@ class FairWebSocketProtocol(WebSocketsSansIOProtocol):
         await super().send(message)
         if self.close_sent:
             self.closing()
+        elif message["type"] == "websocket.accept" and self.handshake_complete:
+            # The handshake's response is sent: uvicorn reads it only before (its headers
+            # are about 1 KB that every connection would keep).
+            del self.response
 
     def _after_close(self) -> None:
         """After the close frame, input is read only to find the client's answer to it (the
