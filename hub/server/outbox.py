@@ -19,7 +19,7 @@ The writer is a task only while there is something to write. A WebSocket connect
 its outbox a way to start one (``start``): the writer is started when a frame has to be
 queued (or a close written through the general path) and ends once the queue is empty, so
 an idle client (most of them, most of the time) costs no task, no event and no queue: about
-4 KB less each (benchmark S8). ``run`` is the other way, a writer task for the outbox's whole
+5 KB less each (benchmark S8). ``run`` is the other way, a writer task for the outbox's whole
 life (the streams of a Streamable HTTP connection).
 
 A client that stops reading fills the kernel's buffers (megabytes on a fast link) before its
