@@ -72,10 +72,12 @@ class RawSendMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Hands back the next application's awaitable (as HostCheckMiddleware does): no
+        # frame of its own for as long as each WebSocket connection lasts.
         if scope["type"] == "websocket":
             scope[RAW_SEND] = send
-        await self.app(scope, receive, send)
+        return self.app(scope, receive, send)
 
 
 # Probes and scrapers address a hub by its IP (a container's health check, a Kubernetes
@@ -424,8 +426,9 @@ class _AcpEndpoint:
     def __init__(self, hub: HubApp) -> None:
         self.hub = hub
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.hub.acp(scope, receive, send)
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # The connection's own coroutine, not one more frame around it.
+        return self.hub.acp(scope, receive, send)
 
 
 _NO_STORE = {"Cache-Control": "no-store"}

@@ -25,6 +25,7 @@ served here or by another node. docs/internals.md has the whole layout.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import secrets
 import time
@@ -129,6 +130,8 @@ class ClientConnection:
         self._inflight: dict[Any, anyio.CancelScope] = {}
         self.sessions: dict[str, Session] = {}
         self._tg: anyio.abc.TaskGroup | None = None
+        self._context: contextvars.Context | None = None
+        """The context the outbox's writers run in (``_start_writer``), while ``run`` runs."""
         self._announce: list[Session] = []
         self._initializing: anyio.Event | None = None
         """Set while ``initialize`` runs: the read loop waits for it before the next frame."""
@@ -224,7 +227,10 @@ class ClientConnection:
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                tg.start_soon(self._run_outbox, tg.cancel_scope)
+                # The outbox's writer is a task only while there is something to write
+                # (hub.server.outbox): most clients are idle most of the time.
+                self._context = contextvars.copy_context()
+                self._outbox.start(self._start_writer)
                 tg.start_soon(self._initialize_deadline)
                 while not self._outbox.closed:
                     text = await receive_text()
@@ -242,6 +248,7 @@ class ClientConnection:
                         self._initializing = None
                 tg.cancel_scope.cancel()
         finally:
+            self._tg = self._context = None
             self.close_down()
 
     async def _initialize_deadline(self) -> None:
@@ -257,9 +264,20 @@ class ClientConnection:
                 self.mistake("no initialize within %.0f s, closing 1008", timeout)
                 self.close(close_codes.POLICY, "no initialize in time")
 
-    async def _run_outbox(self, scope: anyio.CancelScope) -> None:
-        await self._outbox.run()
-        scope.cancel()  # the outbox closed (slow consumer, shutdown): stop reading too
+    def _start_writer(self, write: Callable[[], Awaitable[bool]]) -> None:
+        """Start the outbox's writer (``Outbox.start``): a task of the connection's, in its
+        context (the writer's log lines name this client, whichever task pushed the frame
+        that started it), that stops the connection once the outbox ended (a slow consumer,
+        shutdown). Once the connection is over its frames go nowhere."""
+        tg = self._tg
+        if tg is not None and self._context is not None:
+            self._context.run(lambda: tg.start_soon(self._write_out, write, tg, name="outbox"))
+
+    async def _write_out(
+        self, write: Callable[[], Awaitable[bool]], tg: anyio.abc.TaskGroup
+    ) -> None:
+        if await write():
+            tg.cancel_scope.cancel()  # the outbox closed: stop reading too
 
     def close_down(self) -> None:
         """Detach from every session and fail the hub's outstanding requests."""

@@ -20,6 +20,13 @@ meanwhile (megabytes in the kernel's buffers) is parsed one slice per turn of th
 (and discarded), not in one go: until the answer comes or the close timeout aborts the
 connection. The opening handshake is parsed as uvicorn does.
 
+The messages parsed for the application wait in an ``Inbox`` instead of uvicorn's
+``asyncio.Queue``: it holds what that queue held for uvicorn (``put_nowait``, ``empty`` and
+``get``, one reader) without the queue's four deques and its event, about 3 KB for every
+connection (benchmark S8). The write flow-control flag (``writable``) is a ``Writable``,
+an ``asyncio.Event`` without the deque of waiters it makes up front (760 bytes), and the
+handshake's response is let go of once it is sent.
+
 It relies on uvicorn internals (``conn``, ``queue``, ``read_paused``, ``close_sent``,
 ``handshake_complete``), as ``hub.server.transport`` does; ``tests/server/test_wsprotocol.py``
 checks them.
@@ -27,17 +34,111 @@ checks them.
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, Literal, cast
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.frames import Frame
 
 from hub.server.keepalive import keepalive_for
 
-__all__ = ["READ_SLICE", "FairWebSocketProtocol"]
+__all__ = ["READ_SLICE", "FairWebSocketProtocol", "Inbox", "Writable"]
 
 READ_SLICE = 8 * 1024
 """Bytes of a client's input parsed at once (about 140 small requests, half a millisecond)."""
+
+
+class Inbox:
+    """The messages uvicorn's protocol parsed for the application, in order: the part of
+    ``asyncio.Queue`` the protocol uses (``put_nowait``, ``empty``, ``get``) for one reader,
+    the application's ``receive``. An ``asyncio.Queue`` costs four deques (760 bytes each
+    while empty) and an event; this costs a list and, while the reader waits, a future."""
+
+    __slots__ = ("_head", "_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: list[Any] = []
+        self._head = 0
+        """The index of the next message in ``_items`` (taken ones are cleared, not moved)."""
+        self._waiter: asyncio.Future[None] | None = None
+
+    def qsize(self) -> int:
+        return len(self._items) - self._head
+
+    def empty(self) -> bool:
+        return self._head >= len(self._items)
+
+    def put_nowait(self, item: Any) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def get_nowait(self) -> Any:
+        if self.empty():
+            raise asyncio.QueueEmpty
+        item = self._items[self._head]
+        self._items[self._head] = None
+        self._head += 1
+        if self._head == len(self._items):
+            self._items.clear()
+            self._head = 0
+        return item
+
+    async def get(self) -> Any:
+        while self.empty():
+            if self._waiter is not None:
+                raise RuntimeError("the inbox has one reader, and it is waiting already")
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self.get_nowait()
+
+
+class Writable(asyncio.Event):
+    """uvicorn's write flow-control flag: an ``asyncio.Event`` (``hub.server.transport``
+    checks for one) whose waiters are listed only while some wait. ``asyncio.Event`` makes a
+    deque for them up front, 760 bytes for every connection, which nearly never waits."""
+
+    def __init__(self) -> None:
+        # Not the base class's: its state is the deque this class does without.
+        self._set = False
+        self._futures: list[asyncio.Future[None]] | None = None
+
+    def __repr__(self) -> str:
+        return f"<Writable {'set' if self._set else 'unset'}>"
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        if self._set:
+            return
+        self._set = True
+        futures, self._futures = self._futures, None
+        for future in futures or ():
+            if not future.done():
+                future.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    async def wait(self) -> Literal[True]:
+        if self._set:
+            return True
+        future = asyncio.get_running_loop().create_future()
+        if self._futures is None:
+            self._futures = []
+        futures = self._futures
+        futures.append(future)
+        try:
+            await future
+            return True
+        finally:
+            if future in futures:
+                futures.remove(future)
 
 
 class FairWebSocketProtocol(WebSocketsSansIOProtocol):
@@ -45,6 +146,11 @@ class FairWebSocketProtocol(WebSocketsSansIOProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # In place of uvicorn's queue (see the module docstring): the protocol only calls
+        # ``put_nowait``, ``empty`` and ``get`` on it, and the application is its one reader.
+        self.queue = cast("asyncio.Queue[Any]", Inbox())
+        self.writable = Writable()
+        self.writable.set()
         self._unparsed = b""
         """Input read from the socket and not parsed yet, from ``_offset`` on."""
         self._offset = 0
@@ -109,6 +215,10 @@ class FairWebSocketProtocol(WebSocketsSansIOProtocol):
         await super().send(message)
         if self.close_sent:
             self.closing()
+        elif message["type"] == "websocket.accept" and self.handshake_complete:
+            # The handshake's response is sent: uvicorn reads it only before (its headers
+            # are about 1 KB that every connection would keep).
+            del self.response
 
     def _after_close(self) -> None:
         """After the close frame, input is read only to find the client's answer to it (the

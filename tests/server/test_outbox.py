@@ -8,7 +8,7 @@ which the outbox takes frames from a lazy source can be observed exactly.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import anyio
 import anyio.lowlevel
@@ -215,3 +215,45 @@ def test_held_writes_to_one_transport_in_a_row_go_out_as_one_write() -> None:
     # Each client's frames stay in order; the clients' turns too.
     assert one.writes == [b"ab", b"de"]
     assert two.writes == [b"c", b"f"]
+
+
+async def test_a_started_outbox_has_a_writer_only_while_frames_wait() -> None:
+    writer = Recorder()
+    outbox = Outbox(writer, limit=1 << 20)
+    started = 0
+    ended: list[bool] = []
+    writer_ended = anyio.Event()
+
+    async with anyio.create_task_group() as tg:
+
+        async def write_out(write: Callable[[], Awaitable[bool]]) -> None:
+            ended.append(await write())
+            writer_ended.set()
+
+        def spawn(write: Callable[[], Awaitable[bool]]) -> None:
+            nonlocal started
+            started += 1
+            tg.start_soon(write_out, write)
+
+        outbox.start(spawn)
+        # A frame the transport takes at once needs no writer.
+        assert outbox.push(b"direct")
+        assert started == 0
+        # Frames that must wait start one writer between them, which ends once they are out.
+        writer.open = False
+        assert outbox.push(b"queued 1")
+        assert outbox.push(b"queued 2")
+        assert started == 1
+        writer.open = True
+        writer.drained.set()
+        await writer.wait_frames(3)
+        with anyio.fail_after(5):
+            await writer_ended.wait()
+        assert ended == [False]
+        assert outbox.push(b"direct again")
+        assert started == 1
+        # A close starts one more, which tells the connection that the outbox ended.
+        outbox.close(1013, "slow")
+        assert started == 2
+    assert ended == [False, True]
+    assert writer.frames == [b"direct", b"queued 1", b"queued 2", b"direct again", b"close 1013"]

@@ -11,7 +11,7 @@ import anyio.lowlevel
 import orjson
 from websockets.asyncio.client import connect
 
-from hub.server.wsprotocol import READ_SLICE
+from hub.server.wsprotocol import READ_SLICE, Inbox, Writable
 from tests.server.harness import acp_client, running_hub, scripted_agent
 
 INITIALIZE = '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2}}'
@@ -73,3 +73,55 @@ async def test_a_frame_split_over_reads_and_pings_between_messages_are_read() ->
             await ws.send(f'{{"jsonrpc":"2.0","id":{i},"method":"session/list"}}')
             with anyio.fail_after(10):
                 assert orjson.loads(await ws.recv())["id"] == i
+
+
+async def test_the_inbox_hands_messages_to_its_reader_in_order_and_loses_none() -> None:
+    inbox = Inbox()
+    inbox.put_nowait("one")
+    inbox.put_nowait("two")
+    assert await inbox.get() == "one"
+    assert await inbox.get() == "two"
+    assert inbox.empty()
+
+    async def put_later() -> None:
+        await anyio.lowlevel.checkpoint()
+        inbox.put_nowait("three")
+
+    # A reader that waits gets the next message as it comes.
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(put_later)
+            assert await inbox.get() == "three"
+    # A wait that is cancelled takes nothing: the next message is there for the next read.
+    with anyio.move_on_after(0.01):
+        await inbox.get()
+    inbox.put_nowait("four")
+    assert inbox.qsize() == 1
+    assert await inbox.get() == "four"
+
+
+async def test_the_writable_flag_wakes_every_waiter_when_set() -> None:
+    flag = Writable()
+    assert not flag.is_set()
+    woken: list[int] = []
+
+    async def wait(n: int) -> None:
+        await flag.wait()
+        woken.append(n)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait, 1)
+            tg.start_soon(wait, 2)
+            await anyio.wait_all_tasks_blocked()
+            assert woken == []
+            flag.set()
+    assert sorted(woken) == [1, 2]
+    # Cleared, a wait blocks again until the next set; a cancelled wait leaves nothing behind.
+    flag.clear()
+    with anyio.move_on_after(0.01) as scope:
+        await flag.wait()
+    assert scope.cancelled_caught
+    flag.set()
+    assert flag.is_set()
+    assert await flag.wait()

@@ -33,7 +33,7 @@ import anyio.abc
 import orjson
 
 from hub.server.close_codes import SLOW_CONSUMER
-from hub.server.outbox import Outbox
+from hub.server.outbox import Outbox, Spawn
 from hub.server.streamable_http.sse_stream import SseWriter
 from hub.settings import Settings
 
@@ -267,6 +267,15 @@ class StreamOutbox:
         for outbox in self.streams.values():
             outbox.finish()
         self._waiter.set()
+
+    def start(self, spawn: Spawn) -> None:
+        """Run every stream's writer (``run``) in a task ``spawn`` starts, until the
+        connection closes: a stream's outbox has its writer task for as long as it lasts."""
+        spawn(self._run_all)
+
+    async def _run_all(self) -> bool:
+        await self.run()
+        return True
 
     async def run(self) -> None:
         """Run every stream's writer until the connection closes."""
