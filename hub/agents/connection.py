@@ -20,10 +20,14 @@ waiting on anything but the next chunk:
   unparseable input, ``-32600`` otherwise); nothing the agent sends can end the reader
   except the end of the stream.
 
-The lines read in one go are dispatched in groups of at most ``BATCH_LINES``, each inside
-``dispatch_batch()`` (a context manager factory, by default one that does nothing): the hub
-passes one that holds its writes to clients until the group is dispatched
-(``hub.server.transport.held_writes``).
+Each line is dispatched inside ``dispatch_batch()`` (a context manager factory, by default
+one that does nothing): the hub passes one that holds its writes to clients until the group is
+dispatched (``hub.server.transport.held_writes``). A read of at most ``BATCH_LINES`` lines is a
+live stream: its lines are dispatched one per group, so that each line's clients get it as soon
+as it is folded, not after the lines read with it. A read of more is a burst the agent wrote at
+once (a replay, a tool's output, many sessions due together): its lines are dispatched
+``BATCH_LINES`` to a group, their writes back to back, which costs the hub and the clients'
+side less per frame; a burst's lines waited for one another anyway.
 
 Anything the reader writes (error replies) goes through a task: an agent blocked writing to a
 full stdout pipe is not reading its stdin, and the reader must not deadlock on it.
@@ -88,9 +92,11 @@ DispatchBatch = Callable[[], AbstractContextManager[object]]
 """Entered around the dispatch of each group of lines read together (see the module docs)."""
 
 BATCH_LINES = 16
-"""The most lines dispatched inside one ``dispatch_batch()``: bounds what the first line of a
-group may wait for the rest (well under a millisecond of work). Larger groups save little
-more CPU and make the first lines of a burst wait longer (measured in the benchmarks, S2)."""
+"""The most lines dispatched inside one ``dispatch_batch()``, and the most one read may bring
+for its lines to be dispatched one per group (see the module docstring). Larger groups save
+little more CPU and make the first lines of a burst wait longer; groups of a few lines read
+together make a live stream's first line wait for the others' work, which at the benchmark's
+many-sessions load (S2-phased) multiplied its p99 (``docs/design/fanout.md``)."""
 
 CANCEL_REQUEST = "$/cancel_request"
 
@@ -271,9 +277,10 @@ class Connection:
         try:
             async for chunk in self._receive:
                 lines = decoder.feed(chunk)
-                for start in range(0, len(lines), BATCH_LINES):
+                group = 1 if len(lines) <= BATCH_LINES else BATCH_LINES
+                for start in range(0, len(lines), group):
                     with self._batch():
-                        for line in lines[start : start + BATCH_LINES]:
+                        for line in lines[start : start + group]:
                             self._dispatch_line(line)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass

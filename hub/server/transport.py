@@ -100,8 +100,9 @@ _held: list[tuple[Any, bytes]] | None = None
 def held_writes() -> Iterator[None]:
     """Hold the fan-out's direct writes made inside, and make them, in order, on the way out.
 
-    The hub enters it around the lines it read from an agent in one go (at most
-    ``hub.agents.connection.BATCH_LINES``): the work on the lines runs first, then the
+    The hub enters it around each group of lines it read from an agent (one line of a live
+    stream, up to ``hub.agents.connection.BATCH_LINES`` of a burst): the work on the lines
+    runs first, then the
     writes to every client follow one another, instead of alternating with that work.
     Back-to-back writes cost the kernel less (a reader on the same machine is woken once
     for several frames), and the last line of a burst reaches its clients sooner; the first

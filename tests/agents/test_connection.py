@@ -158,6 +158,42 @@ async def test_lines_read_together_are_dispatched_in_bounded_batches(tmp_path: P
     assert max(end - first for first, end in batches) == BATCH_LINES
 
 
+async def test_a_few_lines_read_together_are_dispatched_one_per_batch(tmp_path: Path) -> None:
+    # Ten notifications in one write (under PIPE_BUF: one atomic write, read in one go): a live
+    # stream, each line in a batch of its own, so that no line's writes wait for the others'.
+    script = tmp_path / "echo_agent.py"
+    script.write_text(ECHO_AGENT)
+    lines = tmp_path / "lines.txt"
+    count = 10
+    text = "\n".join(
+        json.dumps({"jsonrpc": "2.0", "method": "note", "params": {"n": n}}) for n in range(count)
+    )
+    assert len(text) < 4096
+    assert count <= BATCH_LINES
+    lines.write_text(text)
+    seen: list[tuple[str, dict[str, Any]]] = []
+    batches: list[tuple[int, int]] = []
+
+    @contextmanager
+    def batch() -> Iterator[None]:
+        first = len(seen)
+        try:
+            yield
+        finally:
+            batches.append((first, len(seen)))
+
+    spec = AgentSpec("echo", sys.executable, (str(script), str(lines)))
+    async with connected(spec, notifications=seen, dispatch_batch=batch) as (_process, conn):
+        await conn.request("initialize", {"protocolVersion": 2})
+        with anyio.fail_after(10):
+            while len(seen) < count:  # noqa: ASYNC110 - the recorder is a plain list
+                await anyio.sleep(0.01)
+    assert [p["n"] for _, p in seen] == list(range(count))
+    assert [(first, end) for first, end in batches if end > first] == [
+        (n, n + 1) for n in range(count)
+    ]
+
+
 async def test_agent_ids_from_zero_withdrawal_and_unknown_methods(tmp_path: Path) -> None:
     script = tmp_path / "echo_agent.py"
     script.write_text(ECHO_AGENT)
