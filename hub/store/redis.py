@@ -44,6 +44,7 @@ from hub.store.base import LINK_KEEP, SessionRecord, Snapshot, StoreError
 from hub.store.codec import pack_v1, unpack_row
 from hub.store.durable import DurableStore, Item, LogMeta, WrittenLog, lineage_of
 from hub.store.log import Row
+from hub.store.redis_connection import PackedConnection
 from hub.store.redis_scripts import (
     ADD_LINK,
     CLAIM,
@@ -154,6 +155,7 @@ class RedisStore(DurableStore):
         # at once.
         pool = aioredis.BlockingConnectionPool.from_url(
             self.url,
+            connection_class=PackedConnection,
             max_connections=POOL_SIZE,
             timeout=TIMEOUT,
             socket_timeout=TIMEOUT,
