@@ -20,7 +20,7 @@ settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile(hypothesis_profile(os.environ))
 
 SERIAL_GROUPS = {
-    # One wheel built and installed by a session fixture: its tests on one worker, built once.
+    # One wheel built and installed by a module fixture: its tests on one worker, built once.
     "tests/test_package.py": "package",
 }
 """Files whose tests share an expensive module or session fixture: under ``pytest-xdist``

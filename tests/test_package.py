@@ -62,13 +62,9 @@ def _run(argv: list[str | Path], *, env: dict[str, str], cwd: Path) -> str:
     return done.stdout
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    """The wheel of this checkout installed, with its dependencies, into a new virtualenv.
-
-    Once per test process: this file's tests all run on one ``pytest-xdist`` worker (its group
-    in ``tests/conftest.py``), which may run other tests between them; a module fixture was
-    torn down at each of those and built again (four builds of 22-29 s in one CI run)."""
+    """The wheel of this checkout installed, with its dependencies, into a new virtualenv."""
     work = tmp_path_factory.mktemp("package")
     source = work / "source"
     source.mkdir()
