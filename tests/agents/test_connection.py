@@ -121,56 +121,18 @@ async def test_cancelled_request_is_withdrawn_and_its_late_answer_ignored(
         logger.setLevel(level)
 
 
-async def test_lines_read_together_are_dispatched_in_bounded_batches(tmp_path: Path) -> None:
-    # 150 notifications in one write: every one is dispatched inside a batch, in order, and
-    # no batch holds more than BATCH_LINES of them.
+async def _batches_of(tmp_path: Path, count: int) -> tuple[list[int], list[tuple[int, int]]]:
+    """``count`` notifications written by the echo agent in one write: the ``n`` of each as
+    dispatched, and each ``dispatch_batch()`` as ``(first, end)`` indexes into them."""
     script = tmp_path / "echo_agent.py"
     script.write_text(ECHO_AGENT)
     lines = tmp_path / "lines.txt"
-    count = 150
     lines.write_text(
         "\n".join(
             json.dumps({"jsonrpc": "2.0", "method": "note", "params": {"n": n}})
             for n in range(count)
         )
     )
-    seen: list[tuple[str, dict[str, Any]]] = []
-    batches: list[tuple[int, int]] = []  # (first, end) indexes into `seen`
-
-    @contextmanager
-    def batch() -> Iterator[None]:
-        first = len(seen)
-        try:
-            yield
-        finally:
-            batches.append((first, len(seen)))
-
-    spec = AgentSpec("echo", sys.executable, (str(script), str(lines)))
-    async with connected(spec, notifications=seen, dispatch_batch=batch) as (_process, conn):
-        await conn.request("initialize", {"protocolVersion": 2})
-        with anyio.fail_after(10):
-            while len(seen) < count:  # noqa: ASYNC110 - the recorder is a plain list
-                await anyio.sleep(0.01)
-    assert [p["n"] for _, p in seen] == list(range(count))
-    # Batches follow one another and together cover every line: none came outside one.
-    covered = [i for first, end in batches for i in range(first, end)]
-    assert covered == list(range(count))
-    assert max(end - first for first, end in batches) == BATCH_LINES
-
-
-async def test_a_few_lines_read_together_are_dispatched_one_per_batch(tmp_path: Path) -> None:
-    # Ten notifications in one write (under PIPE_BUF: one atomic write, read in one go): a live
-    # stream, each line in a batch of its own, so that no line's writes wait for the others'.
-    script = tmp_path / "echo_agent.py"
-    script.write_text(ECHO_AGENT)
-    lines = tmp_path / "lines.txt"
-    count = 10
-    text = "\n".join(
-        json.dumps({"jsonrpc": "2.0", "method": "note", "params": {"n": n}}) for n in range(count)
-    )
-    assert len(text) < 4096
-    assert count <= BATCH_LINES
-    lines.write_text(text)
     seen: list[tuple[str, dict[str, Any]]] = []
     batches: list[tuple[int, int]] = []
 
@@ -188,7 +150,30 @@ async def test_a_few_lines_read_together_are_dispatched_one_per_batch(tmp_path: 
         with anyio.fail_after(10):
             while len(seen) < count:  # noqa: ASYNC110 - the recorder is a plain list
                 await anyio.sleep(0.01)
-    assert [p["n"] for _, p in seen] == list(range(count))
+    return [p["n"] for _, p in seen], batches
+
+
+async def test_lines_read_together_are_dispatched_in_bounded_batches(tmp_path: Path) -> None:
+    # 150 notifications in one write: every one is dispatched inside a batch, in order, and
+    # no batch holds more than BATCH_LINES of them.
+    count = 150
+    numbers, batches = await _batches_of(tmp_path, count)
+    assert numbers == list(range(count))
+    # Batches follow one another and together cover every line: none came outside one.
+    covered = [i for first, end in batches for i in range(first, end)]
+    assert covered == list(range(count))
+    assert max(end - first for first, end in batches) == BATCH_LINES
+
+
+async def test_a_few_lines_read_together_are_dispatched_one_per_batch(tmp_path: Path) -> None:
+    # Ten notifications in one write (under PIPE_BUF, about 60 bytes each: one atomic write,
+    # read in one go): a live stream, each line in a batch of its own, so that no line's
+    # writes wait for the others'.
+    count = 10
+    assert count * 64 < 4096
+    assert count <= BATCH_LINES
+    numbers, batches = await _batches_of(tmp_path, count)
+    assert numbers == list(range(count))
     assert [(first, end) for first, end in batches if end > first] == [
         (n, n + 1) for n in range(count)
     ]
