@@ -5,8 +5,8 @@ redis-py's synchronous client packs commands into the Redis protocol with hiredi
 (``HiredisRespSerializer``); its asyncio client always packs them in Python, argument by
 argument. The hub's write-behind sends one ``EVALSHA`` per session per batch with a dozen or
 more arguments, on the event loop that also fans events out: in the many-sessions benchmark on
-Redis (S2-store), packing was about a tenth of the hub's samples. hiredis packs such a command
-about seven times faster (2.5 against 18 microseconds on the benchmark machine), into the very
+Redis (S2-store), packing was about 7% of the hub's samples. hiredis packs such a command
+about four times faster (7 against 30 microseconds on the benchmark machine), into the very
 same bytes.
 
 hiredis takes ``str`` (UTF-8), ``bytes``, ``int``, ``float`` and ``memoryview`` arguments and
