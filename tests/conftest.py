@@ -34,18 +34,24 @@ of its own in the worker's thread for as long as it runs, so that it must end (a
 its module) before the worker runs an asyncio test."""
 
 
+def xdist_group_of(where: str) -> str | None:
+    """The ``xdist_group`` of the test file at ``where`` (relative to the repository, with
+    slashes), or None for a file whose tests go to whichever worker is free."""
+    for prefix, group in SERIAL_GROUPS.items():
+        if where.startswith(prefix):
+            return group
+    return where if where.startswith(GROUPED_BY_FILE) else None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Group the tests of ``SERIAL_GROUPS`` and ``GROUPED_BY_FILE`` (first: ``pytest-xdist``
     reads the groups in this hook), and run the ``slow`` tests first (the order is the same in
     every worker): a long test started last would leave the other workers idle."""
     for item in items:
-        where = item.path.relative_to(ROOT).as_posix()
-        for prefix, group in SERIAL_GROUPS.items():
-            if where.startswith(prefix):
-                item.add_marker(pytest.mark.xdist_group(group))
-        if where.startswith(GROUPED_BY_FILE):
-            item.add_marker(pytest.mark.xdist_group(where))
+        group = xdist_group_of(item.path.relative_to(ROOT).as_posix())
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

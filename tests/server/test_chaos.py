@@ -7,9 +7,12 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import orjson
@@ -245,6 +248,14 @@ async def test_a_client_that_vanishes_with_a_permission_request(
 # -- an agent killed while a late joiner's replay is being written ----------------------------
 
 
+def _send_buffer_max() -> int:
+    """The most a TCP socket's send buffer grows to here (Linux's tcp_wmem maximum)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[2])
+    except (OSError, IndexError, ValueError):
+        return 4 * 2**20  # Linux's default
+
+
 async def test_an_agent_killed_during_a_replay(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
     async with (
@@ -252,46 +263,66 @@ async def test_an_agent_killed_during_a_replay(caplog: pytest.LogCaptureFixture)
         acp_client(hub.url) as owner,
     ):
         sid = await owner.new_session()
-        # A history whose compacted replay is several megabytes: thousands of tool calls.
-        await owner.prompt(sid, "\n".join(["tool text"] * 1500 + ["say " + "z" * 2000] * 400))
-        await owner.wait_for(lambda: owner.idle_count(sid) >= 1, timeout=120)
+        # A history whose compacted replay is more than the hub's socket can hold (its send
+        # buffer grows up to tcp_wmem's maximum): thousands of tool calls and messages.
+        # Each prompt adds about 1.6 MB (its own text, replayed as the user's message, and
+        # the agent's 400 messages of 2,000 bytes); a prompt is at most 1 MB.
+        prompt = "\n".join(["tool text"] * 1500 + ["say " + "z" * 2000] * 400)
+        turns = 1 + (_send_buffer_max() + 2**20) // (16 * 10**5)
+        for _ in range(turns):
+            await owner.prompt(sid, prompt)
+        await owner.wait_for(lambda: owner.idle_count(sid) >= turns, timeout=120)
         session = hub_session(hub, sid)
         # The joiner asks for the whole replay and does not read (its library queues one
-        # frame, then the socket fills up): the hub is in the middle of writing it.
-        async with connect(
-            hub.url, max_size=None, compression=None, ping_interval=None, max_queue=1
-        ) as ws:
-            init = {"protocolVersion": 2, "info": {"name": "joiner", "version": "1"}}
-            await ws.send(
-                orjson.dumps(
-                    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
-                ).decode()
-            )
-            assert orjson.loads(await ws.recv())["id"] == 1
-            resume = {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "start"}}
-            await ws.send(
-                orjson.dumps(
-                    {"jsonrpc": "2.0", "id": 2, "method": "session/resume", "params": resume}
-                ).decode()
-            )
-            await owner.wait_for(lambda: len(session.attached) == 2)
-            joiner_outbox = next(
-                a.client.outbox for a in session.attached.values() if a.client.program == "joiner"
-            )
-            assert isinstance(joiner_outbox, Outbox)
-            assert joiner_outbox.catching_up  # the replay is under way, not all written
-
-            os.kill(agent_pid(hub, "victim"), signal.SIGKILL)
-            await owner.wait_for(lambda: agent_status(owner, sid) == "exited")
-            joiner = AcpClient(ws)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(joiner.reader)
-                cursor = (await joiner.result(2))["_meta"]["acp-hub"]["seq"]
-                await joiner.wait_for(
-                    lambda: session.settled and joiner.last_seq(sid) == session.log.last_seq,
-                    timeout=120,
+        # frame, then the socket fills up): the hub is in the middle of writing it. Its
+        # receive buffer is fixed and small: autotuned (up to tcp_rmem's maximum, 32 MB on
+        # some kernels) it could take the whole replay before the check below.
+        url = urlsplit(hub.url)
+        with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+            sock.connect((url.hostname, url.port))  # loopback: accepted by the kernel at once
+            sock.setblocking(False)
+            async with connect(
+                hub.url,
+                sock=sock,
+                max_size=None,
+                compression=None,
+                ping_interval=None,
+                max_queue=1,
+            ) as ws:
+                init = {"protocolVersion": 2, "info": {"name": "joiner", "version": "1"}}
+                await ws.send(
+                    orjson.dumps(
+                        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
+                    ).decode()
                 )
-                tg.cancel_scope.cancel()
+                assert orjson.loads(await ws.recv())["id"] == 1
+                resume = {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "start"}}
+                await ws.send(
+                    orjson.dumps(
+                        {"jsonrpc": "2.0", "id": 2, "method": "session/resume", "params": resume}
+                    ).decode()
+                )
+                await owner.wait_for(lambda: len(session.attached) == 2)
+                joiner_outbox = next(
+                    a.client.outbox
+                    for a in session.attached.values()
+                    if a.client.program == "joiner"
+                )
+                assert isinstance(joiner_outbox, Outbox)
+                assert joiner_outbox.catching_up  # the replay is under way, not all written
+
+                os.kill(agent_pid(hub, "victim"), signal.SIGKILL)
+                await owner.wait_for(lambda: agent_status(owner, sid) == "exited")
+                joiner = AcpClient(ws)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(joiner.reader)
+                    cursor = (await joiner.result(2))["_meta"]["acp-hub"]["seq"]
+                    await joiner.wait_for(
+                        lambda: session.settled and joiner.last_seq(sid) == session.log.last_seq,
+                        timeout=120,
+                    )
+                    tg.cancel_scope.cancel()
     updates = joiner.session_updates(sid)
     replay = [p for p in updates if p["_meta"]["acp-hub"].get("replay")]
     live = [p for p in updates if not p["_meta"]["acp-hub"].get("replay")]
