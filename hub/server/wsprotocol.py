@@ -269,6 +269,10 @@ class FairWebSocketProtocol(WebSocketsSansIOProtocol):
 
     async def receive(self) -> Any:
         self._parse_until_a_message()
+        if self.queue.empty():
+            # What was read held no whole message (the start of one whose end is not read
+            # yet): read on, or the handler would wait for ever for the rest of that frame.
+            self._flow()
         message = await self.queue.get()
         self._flow()
         return message

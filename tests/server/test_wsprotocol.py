@@ -75,6 +75,33 @@ async def test_a_frame_split_over_reads_and_pings_between_messages_are_read() ->
                 assert orjson.loads(await ws.recv())["id"] == i
 
 
+async def test_a_message_whose_end_is_not_read_yet_does_not_stop_the_reading() -> None:
+    # One read holds a whole request and more than a slice of a large one, whose end comes
+    # in a later read. The first is answered; the rest of that read, parsed when the handler
+    # asks for the next message, completes nothing: reading must go on, or the connection
+    # waits for ever for the end of a frame it no longer reads (found by the wire fuzzer).
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        connect(hub.url, max_size=None, ping_interval=None) as ws,
+    ):
+        await ws.send(INITIALIZE)
+        assert "result" in orjson.loads(await ws.recv())
+        large = '{"jsonrpc":"2.0","id":2,"method":"session/list","params":{"_meta":{"pad":"%s"}}}'
+        ws.protocol.send_text(b'{"jsonrpc":"2.0","id":1,"method":"session/list"}')
+        small = b"".join(ws.protocol.data_to_send())
+        ws.protocol.send_text((large % ("x" * (3 * READ_SLICE))).encode())
+        data = small + b"".join(ws.protocol.data_to_send())
+        first = len(small) + READ_SLICE + READ_SLICE // 2  # past the first slice, not the end
+        ws.transport.write(data[:first])
+        with anyio.fail_after(10):
+            assert orjson.loads(await ws.recv())["id"] == 1  # that read is the hub's
+        ws.transport.write(data[first:])
+        await ws.send('{"jsonrpc":"2.0","id":3,"method":"session/list"}')
+        with anyio.fail_after(10):
+            assert orjson.loads(await ws.recv())["id"] == 2
+            assert orjson.loads(await ws.recv())["id"] == 3
+
+
 async def test_the_inbox_hands_messages_to_its_reader_in_order_and_loses_none() -> None:
     inbox = Inbox()
     inbox.put_nowait("one")
