@@ -6,15 +6,30 @@ the hub in a few socket reads are all answered, in order, and the connection goe
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import anyio
 import anyio.lowlevel
 import orjson
-from websockets.asyncio.client import connect
+from websockets.asyncio.client import ClientConnection, connect
 
 from hub.server.wsprotocol import READ_SLICE, Inbox, Writable
 from tests.server.harness import acp_client, running_hub, scripted_agent
 
 INITIALIZE = '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":2}}'
+
+
+@asynccontextmanager
+async def _initialized_client() -> AsyncIterator[ClientConnection]:
+    """A raw client of a hub of its own, initialized (its frames are the test's to shape)."""
+    async with (
+        running_hub([scripted_agent()]) as hub,
+        connect(hub.url, max_size=None, ping_interval=None) as ws,
+    ):
+        await ws.send(INITIALIZE)
+        assert "result" in orjson.loads(await ws.recv())
+        yield ws
 
 
 async def test_requests_sent_in_one_burst_are_all_answered_in_order() -> None:
@@ -53,12 +68,7 @@ async def test_requests_sent_in_one_burst_are_all_answered_in_order() -> None:
 async def test_a_frame_split_over_reads_and_pings_between_messages_are_read() -> None:
     # A read that completes no message (half a frame, a pong) must not leave reading paused:
     # the rest of the frame, and the next requests, still arrive.
-    async with (
-        running_hub([scripted_agent()]) as hub,
-        connect(hub.url, max_size=None, ping_interval=None) as ws,
-    ):
-        await ws.send(INITIALIZE)
-        assert "result" in orjson.loads(await ws.recv())
+    async with _initialized_client() as ws:
         ws.protocol.send_text(b'{"jsonrpc":"2.0","id":1,"method":"session/list"}')
         data = b"".join(ws.protocol.data_to_send())
         for i in range(len(data)):
@@ -80,12 +90,7 @@ async def test_a_message_whose_end_is_not_read_yet_does_not_stop_the_reading() -
     # in a later read. The first is answered; the rest of that read, parsed when the handler
     # asks for the next message, completes nothing: reading must go on, or the connection
     # waits for ever for the end of a frame it no longer reads (found by the wire fuzzer).
-    async with (
-        running_hub([scripted_agent()]) as hub,
-        connect(hub.url, max_size=None, ping_interval=None) as ws,
-    ):
-        await ws.send(INITIALIZE)
-        assert "result" in orjson.loads(await ws.recv())
+    async with _initialized_client() as ws:
         large = '{"jsonrpc":"2.0","id":2,"method":"session/list","params":{"_meta":{"pad":"%s"}}}'
         ws.protocol.send_text(b'{"jsonrpc":"2.0","id":1,"method":"session/list"}')
         small = b"".join(ws.protocol.data_to_send())
