@@ -53,8 +53,14 @@ def _s7(run: dict[str, Any]) -> None:
 
 
 def _s4(run: dict[str, Any]) -> None:
-    # The late joiner's replay held the preload.
-    assert run["hub"]["correctness"]["replay_covers_preload"] == 1
+    # The late joiner (a process of its own) got a replay that held the preload and went live,
+    # and its stream checks count with the others'.
+    s4 = run["hub"]
+    assert s4["correctness"]["replay_covers_preload"] == 1
+    assert s4["correctness"]["joiner_live"] == 1
+    assert s4["correctness"]["observers"] == QUICK["S4"]["observers"] + 1
+    assert s4["figures"]["attach_to_live_s"] > 0
+    assert s4["detail"]["replay_frames"] > 0
 
 
 def _s5(run: dict[str, Any]) -> None:

@@ -324,7 +324,11 @@ def _skip(target: Target) -> Result | None:
 
 
 async def s4_late_join(target: Target, p: Params, server_pid: int) -> Result:
-    """S4: attach with full replay to a long session while updates keep arriving."""
+    """S4: attach with full replay to a long session while updates keep arriving.
+
+    The joiner runs in a process of its own (``joiner.py``): parsing its replay here would
+    hold up the loop that timestamps the other observers' updates.
+    """
     if (skipped := _skip(target)) is not None:
         return skipped
     recorder = Recorder()
@@ -333,52 +337,91 @@ async def s4_late_join(target: Target, p: Params, server_pid: int) -> Result:
     # The history is written before the other observers attach: only its size matters here.
     preload_s = await _preload(target, session, p["preload"], p["size"], p["per_message"])
     conns += await open_many(target, recorder, sessions, p["observers"] - 1)
-    live = int(p["rate"] * (2 * p["window_s"] + 30))
-    await target.stream([session], p["rate"], live, p["size"])
-    await asyncio.sleep(1.0)
-    recorder.start()
-    await asyncio.sleep(p["window_s"])
-    without = recorder.stop()
+    spec = {
+        "host": target.host,
+        "port": target.port,
+        "session": session.id,
+        "epoch": session.epoch,
+        "replay": {"type": "start"},
+    }
+    joiner = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.bench.joiner",
+        json.dumps(spec),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        await _joiner_says(joiner, "ready")
+        live = int(p["rate"] * (2 * p["window_s"] + 30))
+        await target.stream([session], p["rate"], live, p["size"])
+        await asyncio.sleep(1.0)
+        recorder.start()
+        await asyncio.sleep(p["window_s"])
+        without = recorder.stop()
 
-    own = Recorder()
-    joiner = await target.open(own)
-    recorder.start()
-    t0 = now()
-    seq = await target.attach(joiner, session, {"type": "start"})
-    answered = now()
-    arrived = await wait_until(lambda: joiner.first_live_at is not None, within=30)
-    rest = p["window_s"] - (now() - t0)
-    if rest > 0:
-        await asyncio.sleep(rest)
-    with_joiner = recorder.stop()
+        recorder.start()
+        t0 = now()
+        told = await _joiner_says(joiner, "live", "go")
+        rest = p["window_s"] - (now() - t0)
+        if rest > 0:
+            await asyncio.sleep(rest)
+        with_joiner = recorder.stop()
+        record: dict[str, Any] = json.loads(await _joiner_says(joiner, None, "stop"))
+        await asyncio.wait_for(joiner.wait(), 15)
+    finally:
+        if joiner.returncode is None:
+            joiner.kill()
+            await joiner.wait()
     await asyncio.sleep(0.5)
     target.cancel(session)
-    first_live = (joiner.first_live_at - t0) if joiner.first_live_at is not None else float("nan")
+    first = record["first_live_at"]
+    joined = record["correctness"]
+    others = correctness(conns)
     p99_without = percentile(without, 99)
     p99_with = percentile(with_joiner, 99)
     return {
         "figures": {
-            "attach_to_live_s": first_live,
-            "attach_to_response_s": answered - t0,
+            "attach_to_live_s": first - record["t0"] if first is not None else float("nan"),
+            "attach_to_response_s": record["answered"] - record["t0"],
             "others_p99_ratio": p99_with / p99_without,
         },
         "correctness": {
-            **correctness([*conns, joiner]),
-            "joiner_gaps": joiner.gaps,
-            "joiner_duplicates": joiner.duplicates,
-            "joiner_live": int(arrived),
-            "replay_covers_preload": int(joiner.replay_marks >= p["preload"]),
+            **{key: others[key] + joined[key] for key in others},
+            "joiner_gaps": joined["gaps"],
+            "joiner_duplicates": joined["duplicates"],
+            "joiner_live": int(told == "live"),
+            "replay_covers_preload": int(record["replay_marks"] >= p["preload"]),
         },
         "detail": {
             "preload_s": preload_s,
-            "response_seq": seq,
-            "replay_frames": joiner.replay_frames,
-            "replay_bytes": joiner.frame_bytes,
-            "replayed_chunks": joiner.replay_marks,
+            "response_seq": record["response_seq"],
+            "replay_frames": record["replay_frames"],
+            "replay_bytes": record["replay_bytes"],
+            "replayed_chunks": record["replay_marks"],
             "others_without": latency_ms(without),
             "others_with": latency_ms(with_joiner),
         },
     }
+
+
+async def _joiner_says(
+    joiner: asyncio.subprocess.Process, expected: str | None, command: str | None = None
+) -> str:
+    """Send ``command`` (a line) to the joiner process, then read its next line, which must be
+    ``expected`` (any line when ``None``, or ``late`` in place of ``live``)."""
+    assert joiner.stdin is not None
+    assert joiner.stdout is not None
+    if command is not None:
+        joiner.stdin.write(command.encode() + b"\n")
+        await joiner.stdin.drain()
+    line = (await joiner.stdout.readline()).decode().strip()
+    if expected is not None and line != expected and not (expected == "live" and line == "late"):
+        raise RuntimeError(f"S4: the joiner said {line!r}, not {expected!r}")
+    if not line:
+        raise RuntimeError("S4: the joiner ended early")
+    return line
 
 
 def _worst(recorder: Recorder) -> list[tuple[float, float]]:
