@@ -90,6 +90,22 @@ async def wait_until(predicate: Callable[[], bool], within: float, every: float 
     return True
 
 
+async def _bench_process(
+    module: str, spec: dict[str, Any], *, commands: bool = True
+) -> asyncio.subprocess.Process:
+    """``python -m tests.bench.MODULE SPEC``: a client of the scenario in a process of its own
+    (S4's joiner, S9's flooder, S12's openers), its stdout piped to the scenario, and its
+    stdin too when the scenario sends it ``commands``."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        f"tests.bench.{module}",
+        json.dumps(spec),
+        stdin=asyncio.subprocess.PIPE if commands else None,
+        stdout=asyncio.subprocess.PIPE,
+    )
+
+
 def correctness(conns: Iterable[Conn], *, expect_open: bool = True) -> dict[str, int]:
     """The stream checks summed over ``conns``."""
     conns = list(conns)
@@ -344,14 +360,7 @@ async def s4_late_join(target: Target, p: Params, server_pid: int) -> Result:
         "epoch": session.epoch,
         "replay": {"type": "start"},
     }
-    joiner = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.bench.joiner",
-        json.dumps(spec),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
+    joiner = await _bench_process("joiner", spec)
     try:
         await _joiner_says(joiner, "ready")
         live = int(p["rate"] * (2 * p["window_s"] + 30))
@@ -891,13 +900,7 @@ async def s9_fairness(target: Target, p: Params, server_pid: int) -> Result:
         "rcvbuf": p.get("flood_rcvbuf"),
     }
     rss_before = rss(server_pid)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.bench.flood",
-        json.dumps(spec),
-        stdout=asyncio.subprocess.PIPE,
-    )
+    proc = await _bench_process("flood", spec, commands=False)
     assert proc.stdout is not None
     ready = await proc.stdout.readline()  # the first flooder is under way
     if not ready:
@@ -1078,16 +1081,7 @@ async def s12_idle_many(target: Target, p: Params, server_pid: int) -> Result:
             "source": f"127.0.0.{w + 2}",
             "concurrency": p.get("concurrency", 100),
         }
-        procs.append(
-            await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "tests.bench.idle",
-                json.dumps(spec),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-            )
-        )
+        procs.append(await _bench_process("idle", spec))
     try:
         opened = 0
         for proc in procs:
