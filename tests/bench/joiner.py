@@ -75,7 +75,6 @@ async def _run(spec: dict[str, Any]) -> dict[str, Any]:
         "answered": answered,
         "first_live_at": joiner.first_live_at,
         "response_seq": seq,
-        "live": int(arrived),
         "replay_frames": joiner.replay_frames,
         "replay_bytes": joiner.frame_bytes,
         "replay_marks": joiner.replay_marks,
