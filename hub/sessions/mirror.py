@@ -42,7 +42,7 @@ from hub.sessions.turns import now_iso
 from hub.settings import Role, Settings
 from hub.store import Restored
 from hub.store.codec import update_of
-from hub.store.log import Row
+from hub.store.log import Row, row_frames
 
 log = logging.getLogger("hub.sessions")
 
@@ -187,9 +187,10 @@ class MirrorSession(CoreViews):
                 core.state.apply(update_of(row))
             except (InvalidParams, ValueError, KeyError) as exc:
                 log.warning("! %s: event %s does not fold here: %s", self.id, seq, exc)
-            _, message_id, v2, v1, v1_hub, origin, _ = row
-            core.log.append_row(seq, message_id, v2, v1, v1_hub, origin)
-            core.fan_out(v2, v1, v1_hub, origin)
+            v2 = row[2]
+            v1, v1_hub = row_frames(row)
+            core.log.append_row(seq, row[1], v2, v1, v1_hub, row[5])
+            core.fan_out(v2, v1, v1_hub, row[5])
         core.changed()
 
     def reset_clients(self) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from hub.store.log import Row, make_row
+from hub.store.log import Row, make_row, row_frames
 
 
 def _frames_out(frames: tuple[bytes, ...], v2: bytes) -> list[Any]:
@@ -28,7 +28,8 @@ def _frames_in(entries: Any, v2: bytes) -> tuple[bytes, ...]:
 
 def pack_v1(row: Row) -> bytes:
     """The stored form of ``row``'s v1 frames."""
-    v2, v1, v1_hub = row[2], row[3], row[4]
+    v2 = row[2]
+    v1, v1_hub = row_frames(row)
     hub = None if v1_hub is v1 or v1_hub == v1 else _frames_out(v1_hub, v2)
     return orjson.dumps([_frames_out(v1, v2), hub])
 

@@ -32,8 +32,17 @@ def new_epoch() -> EpochT:
     return time.time_ns() // 1_000_000
 
 
-Row = tuple[int, str | None, bytes, tuple[bytes, ...], tuple[bytes, ...], str | None, int]
-"""An event as the log keeps it: (seq, message_id, v2, v1, v1_hub, origin, size)."""
+Frames = tuple[bytes, ...]
+"""An event's frames for v1 clients: none, one or several encoded notifications."""
+
+Row = tuple[int, str | None, bytes, Frames | None, Frames | None, str | None, int]
+"""An event as the log keeps it: (seq, message_id, v2, v1, v1_hub, origin, size).
+
+``v1`` is ``None`` for the common case ``(v2,)`` (the update renders to v1 unchanged) and
+``v1_hub`` is ``None`` when it is ``v1``: the row then holds no inner tuple, only bytes,
+strings and ints, and the garbage collector stops tracking it at its first collection (see
+``EventLog``). Read the frames with ``row_frames``, never from the fields.
+"""
 
 MAX_LINEAGE = 8
 """How many earlier epochs a log remembers (older cursors get a reset, which is always safe)."""
@@ -53,12 +62,29 @@ def make_row(
     seq: int,
     message_id: str | None,
     v2: bytes,
-    v1: tuple[bytes, ...],
-    v1_hub: tuple[bytes, ...],
+    v1: Frames,
+    v1_hub: Frames,
     origin: str | None,
 ) -> Row:
     """The row the log keeps for an event with these fields (a stored event, read back)."""
-    return (seq, message_id, v2, v1, v1_hub, origin, _size(v2, v1_hub))
+    return (
+        seq,
+        message_id,
+        v2,
+        None if len(v1) == 1 and v1[0] is v2 else v1,
+        None if v1_hub is v1 else v1_hub,
+        origin,
+        _size(v2, v1_hub),
+    )
+
+
+def row_frames(row: Row) -> tuple[Frames, Frames]:
+    """``row``'s ``(v1, v1_hub)`` frames, whole (``v1_hub is v1`` when they are the same)."""
+    v1 = row[3]
+    if v1 is None:
+        v1 = (row[2],)
+    v1_hub = row[4]
+    return v1, v1 if v1_hub is None else v1_hub
 
 
 @dataclass(slots=True)
@@ -95,7 +121,8 @@ class Event:
 
     @classmethod
     def of(cls, row: Row) -> Event:
-        return cls(row[0], row[1], row[2], row[3], row[4], row[5])
+        v1, v1_hub = row_frames(row)
+        return cls(row[0], row[1], row[2], v1, v1_hub, row[5])
 
 
 class EventLog:
@@ -107,6 +134,12 @@ class EventLog:
     thousands of events each, tracked events made every full collection pause the hub for a
     tenth of a second and more, growing with the log. ``after`` builds ``Event`` objects on
     demand.
+
+    A common row holds no inner tuple either (``Row``): the collector untracks a tuple only
+    once every tuple inside it is untracked, and it reaches an inner tuple after the row that
+    holds it, so such rows stayed tracked through their first collection and were walked
+    again by the next generation's: at a few thousand events a second, a pause of one to two
+    milliseconds twice a second, which the fan-out then had to catch up on.
     """
 
     def __init__(
@@ -196,17 +229,17 @@ class EventLog:
         seq: int,
         message_id: str | None,
         v2: bytes,
-        v1: tuple[bytes, ...],
-        v1_hub: tuple[bytes, ...],
+        v1: Frames,
+        v1_hub: Frames,
         origin: str | None,
     ) -> None:
         """``append`` of the event with these fields, without building an ``Event``."""
         if seq != self._last_seq + 1:
             raise ValueError(f"seq {seq} appended after {self._last_seq}")
-        size = _size(v2, v1_hub)
-        self._events.append((seq, message_id, v2, v1, v1_hub, origin, size))
+        row = make_row(seq, message_id, v2, v1, v1_hub, origin)
+        self._events.append(row)
         self._last_seq = seq
-        self._bytes += size
+        self._bytes += row[6]
         self._trim()
 
     def _trim(self) -> None:

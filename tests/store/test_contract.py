@@ -23,7 +23,7 @@ from hub.protocol.compact import compact
 from hub.protocol.state import SessionState
 from hub.store import SessionRecord, Store, open_store, parse_store_url
 from hub.store.durable import DurableStore, WrittenLog
-from hub.store.log import EventLog, Row
+from hub.store.log import EventLog, Row, row_frames
 from hub.store.redis import RedisStore
 from tests.redis_server import RedisServer, store_setting
 
@@ -148,12 +148,16 @@ async def test_v1_frames_and_their_sharing_survive(store_url: str) -> None:
         await store.flush()
         read = await store.read_after("s-1", 0)
         assert read is not None
-        assert read[0][3] == ()  # a hub-only event
-        assert read[0][4] == (read[0][2],)
-        assert read[1][3] == (read[1][2],)  # seq 2 shares the v2 frame
-        assert read[1][3][0] is read[1][2]
-        assert len(read[2][3]) == 2  # seq 3 renders to two v1 frames
-        assert read[2][3][1] is read[2][2]
+        frames = [row_frames(row) for row in read]
+        assert frames[0][0] == ()  # a hub-only event
+        assert frames[0][1] == (read[0][2],)
+        assert frames[1][0] == (read[1][2],)  # seq 2 shares the v2 frame
+        assert frames[1][0][0] is read[1][2]
+        assert frames[1][1] is frames[1][0]
+        assert read[1][3] is None
+        assert read[1][4] is None
+        assert len(frames[2][0]) == 2  # seq 3 renders to two v1 frames
+        assert frames[2][0][1] is read[2][2]
         assert read[4][5] == "c-1"  # origins
         assert read[1][5] is None
         assert [r[6] for r in read] == [r[6] for r in log.rows_after(0)]  # sizes counted alike
