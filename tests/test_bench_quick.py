@@ -20,7 +20,17 @@ import pytest
 
 from hub.settings import Settings
 from tests.bench.budget import estimate
-from tests.bench.run import FULL, HUB_CONFIG, HUB_ONLY, QUICK, STORES, Outcome, _verdict, problems
+from tests.bench.run import (
+    FULL,
+    HUB_CONFIG,
+    HUB_ONLY,
+    MACHINE_ENTRY,
+    QUICK,
+    STORES,
+    Outcome,
+    _verdict,
+    problems,
+)
 from tests.support import ROOT
 
 
@@ -211,7 +221,9 @@ def test_quick_bench_runs_the_scenario_correctly(tmp_path: Path, name: str) -> N
     log = done.stderr.decode(errors="replace")
     assert raw.exists(), log
     outcomes: list[dict[str, Any]] = json.loads(raw.read_text())
-    assert [o["name"] for o in outcomes] == [name]
+    assert [o["name"] for o in outcomes] == [name, MACHINE_ENTRY]
+    facts = outcomes[1]["facts"]
+    assert facts["cores"] == str(os.cpu_count())
     (run,) = outcomes[0]["runs"]
     kinds = {"hub"} if name in HUB_ONLY else {"baseline", "hub"}
     kinds = set(STORES.get(name, kinds))
@@ -223,6 +235,20 @@ def test_quick_bench_runs_the_scenario_correctly(tmp_path: Path, name: str) -> N
     if name in CHECKS:
         CHECKS[name](run)
     assert done.returncode == 0, log
+    if name == "S8":
+        # A report rendered later from the file states the runs' machine, date and load
+        # average, not those of the moment it is rendered.
+        facts["date"] = "2000-01-01 00:00 UTC"
+        raw.write_text(json.dumps(outcomes))
+        out = tmp_path / "report.md"
+        argv: list[str | Path] = [sys.executable, "-m", "tests.bench.run", "--report-from", raw]
+        rendered = _run_bench([*argv, "--out", out, "--commit", "abc1234"])
+        assert rendered.returncode == 0, rendered.stderr.decode(errors="replace")
+        text = out.read_text()
+        assert "| date | 2000-01-01 00:00 UTC |" in text
+        load = "load average at the end (1, 5, 15 min)"
+        assert f"| {load} | {facts[load]} |" in text
+        assert "| commit | abc1234 |" in text
 
 
 @pytest.mark.slow

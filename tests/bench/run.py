@@ -949,6 +949,11 @@ MEASURED_COMMIT: str | None = None
 """The commit the figures were measured on, when the report is rendered later (``--commit``)."""
 
 
+MACHINE_ENTRY = "_machine"
+"""The entry of a ``--json`` file that holds the machine's facts at the end of the runs (its
+date and load average among them), for ``--report-from``."""
+
+
 def machine() -> dict[str, str]:
     """The facts about this machine that the figures depend on."""
     model = "unknown"
@@ -979,9 +984,16 @@ def machine() -> dict[str, str]:
     }
 
 
-def report(outcomes: list[Outcome], runs: int, place: Placement, quick: bool) -> str:
-    """The Markdown report."""
-    facts = machine()
+def report(
+    outcomes: list[Outcome],
+    runs: int,
+    place: Placement,
+    quick: bool,
+    facts: dict[str, str] | None = None,
+) -> str:
+    """The Markdown report; ``facts``: the machine's, as read at the end of the runs (by
+    default, now)."""
+    facts = facts or machine()
     lines = [
         "# Benchmarks",
         "",
@@ -1227,23 +1239,32 @@ def main(argv: list[str] | None = None) -> int:
         global MEASURED_COMMIT
         MEASURED_COMMIT = args.commit
         merged: dict[str, Outcome] = {}
+        facts = machine()  # files written before they kept the machine's facts
         for path in args.report_from:
             for raw in json.loads(path.read_text()):
+                if raw["name"] == MACHINE_ENTRY:
+                    facts = raw["facts"]  # the latest file's machine, commit aside
+                    continue
                 merged[raw["name"]] = Outcome(raw["name"], raw["params"], raw["runs"])
         outcomes = [merged[n] for n in [*table, *merged] if n in merged]
         outcomes = list({o.name: o for o in outcomes}.values())
-        runs = max(len(o.runs) for o in outcomes)
     else:
         kinds = args.kinds.split(",") if args.kinds else ["baseline", "hub"]
         outcomes = run_all(names, table, runs, place, args.quick, kinds, bool(args.runs))
-    text = report(outcomes, runs, place, args.quick)
+        facts = machine()
+    if MEASURED_COMMIT:
+        facts = {**facts, "commit": MEASURED_COMMIT}
+    text = report(outcomes, runs, place, args.quick, facts)
     if args.out:
         args.out.write_text(text)
     else:
         print(text)
     if args.json:
-        raw = [{"name": o.name, "params": o.params, "runs": o.runs} for o in outcomes]
-        args.json.write_text(json.dumps(raw, indent=1, default=str))
+        entries: list[dict[str, Any]] = [
+            {"name": o.name, "params": o.params, "runs": o.runs} for o in outcomes
+        ]
+        entries.append({"name": MACHINE_ENTRY, "facts": facts})
+        args.json.write_text(json.dumps(entries, indent=1, default=str))
     bad = [(o.name, kind, p) for o in outcomes for r in o.runs for kind, res in r.items()
            for p in problems(o.name, res)]  # fmt: skip
     for name, kind, p in bad:
