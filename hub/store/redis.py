@@ -26,8 +26,9 @@ scripts in ``hub.store.redis_scripts``): it checks that this node is still the l
 and that the first seq follows the stored last seq, then adds the events, updates the
 metadata, stores the snapshot and trims, atomically. A call that finds its events already
 written (a retry after an answer lost to a timeout) succeeds without writing them again. All
-calls of a batch go in one pipeline (one round trip). Durability beyond the Redis process is
-the Redis server's own (``appendonly yes``; ``docs/deployment.md``).
+calls of a batch go in one write on one connection (one round trip; ``_script_batch``).
+Durability beyond the Redis process is the Redis server's own (``appendonly yes``;
+``docs/deployment.md``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from hub.store.base import LINK_KEEP, SessionRecord, Snapshot, StoreError
 from hub.store.codec import pack_v1, unpack_row
@@ -187,41 +188,42 @@ class RedisStore(DurableStore):
     # -- writes ------------------------------------------------------------------------------
 
     async def _write(self, items: list[Item]) -> list[str]:
-        calls: list[tuple[str, Item]] = []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for item in items:
-                keys = [
-                    _key(item.session_id, "meta"),
-                    _key(item.session_id, "log"),
-                    _key(item.session_id, "snap"),
+        calls: list[str] = []
+        commands: list[tuple[Any, ...]] = []
+        sha = self._write_script.sha
+        for item in items:
+            keys = [
+                _key(item.session_id, "meta"),
+                _key(item.session_id, "log"),
+                _key(item.session_id, "snap"),
+            ]
+            chunks = [item.rows[i : i + CHUNK] for i in range(0, len(item.rows), CHUNK)]
+            for index, chunk in enumerate(chunks or [[]]):
+                last = index == len(chunks or [[]]) - 1
+                args: list[Any] = [
+                    self.node,
+                    "1" if item.create and index == 0 else "0",
+                    item.epoch,
+                    _lineage(item.lineage),
+                    chunk[-1][0] if chunk else item.last_seq,
+                    item.trim_below if last else 0,
+                    orjson.dumps(
+                        {
+                            "seq": item.snapshot.seq,
+                            "epoch": item.snapshot.epoch,
+                            "updates": item.snapshot.updates,
+                        }
+                    )
+                    if last and item.snapshot is not None
+                    else b"",
                 ]
-                chunks = [item.rows[i : i + CHUNK] for i in range(0, len(item.rows), CHUNK)]
-                for index, chunk in enumerate(chunks or [[]]):
-                    last = index == len(chunks or [[]]) - 1
-                    args: list[Any] = [
-                        self.node,
-                        "1" if item.create and index == 0 else "0",
-                        item.epoch,
-                        _lineage(item.lineage),
-                        chunk[-1][0] if chunk else item.last_seq,
-                        item.trim_below if last else 0,
-                        orjson.dumps(
-                            {
-                                "seq": item.snapshot.seq,
-                                "epoch": item.snapshot.epoch,
-                                "updates": item.snapshot.updates,
-                            }
-                        )
-                        if last and item.snapshot is not None
-                        else b"",
-                    ]
-                    for row in chunk:
-                        args.extend((row[0], row[1] or "", row[5] or "", row[2], pack_v1(row)))
-                    await self._write_script(keys=keys, args=args, client=pipe)
-                    calls.append((item.session_id, item))
-            results = await pipe.execute()
+                for row in chunk:
+                    args.extend((row[0], row[1] or "", row[5] or "", row[2], pack_v1(row)))
+                commands.append(("EVALSHA", sha, 3, *keys, *args))
+                calls.append(item.session_id)
+        results = await self._script_batch(self._write_script, commands)
         refused: list[str] = []
-        for (session_id, _), result in zip(calls, results, strict=True):
+        for session_id, result in zip(calls, results, strict=True):
             if result == 1 or session_id in refused:
                 continue
             refused.append(session_id)
@@ -231,6 +233,51 @@ class RedisStore(DurableStore):
                     session_id,
                 )
         return refused
+
+    async def _script_batch(self, script: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """The replies of ``commands`` (``EVALSHA`` calls of ``script``), sent in one write on
+        one connection of the pool: a pipeline without redis-py's per-command machinery
+        (a coroutine per command queued and per reply parsed, with its response callbacks),
+        which was about half of the write-behind's time on the event loop in the
+        many-sessions benchmark on Redis (S2-store). Every reply is read before any error is
+        raised, so the connection stays in step; the first error other than ``NOSCRIPT`` is
+        raised (the writer retries the batch, as it did a pipeline's). Commands refused with
+        ``NOSCRIPT`` (a Redis that lost its scripts: restarted, or flushed) did not run: the
+        script is loaded and they are sent again, the others not.
+        """
+        replies = await self._send_batch(commands)
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:
+            await self.redis.script_load(script.script)
+            again = await self._send_batch([commands[i] for i in missing])
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        for reply in replies:
+            if isinstance(reply, ResponseError):
+                raise reply
+        return replies
+
+    async def _send_batch(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Each command's reply, or the ``ResponseError`` it got; see ``_script_batch``."""
+        if not commands:
+            return []
+        pool: Any = self.redis.connection_pool
+        connection = await pool.get_connection()
+        try:
+            await connection.send_packed_command(connection.pack_commands(commands))
+            replies: list[Any] = []
+            for _ in commands:
+                try:
+                    replies.append(await connection.read_response())
+                except ResponseError as exc:
+                    replies.append(exc)
+        except BaseException:
+            # Cancelled or cut off with replies still unread: the connection is out of step.
+            await connection.disconnect(nowait=True)
+            raise
+        finally:
+            await pool.release(connection)
+        return replies
 
     async def _take_over(self, session_id: str, log: WrittenLog) -> None:
         await self.redis.hset(

@@ -8,6 +8,7 @@ same file or server) to check what comes back, clean and not.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+import redis.asyncio as aioredis
 
 from hub.protocol.compact import compact
 from hub.protocol.state import SessionState
@@ -25,6 +27,7 @@ from hub.store import SessionRecord, Store, open_store, parse_store_url
 from hub.store.durable import DurableStore, WrittenLog
 from hub.store.log import EventLog, Row, row_frames
 from hub.store.redis import RedisStore
+from hub.store.redis_scripts import WRITE
 from tests.redis_server import RedisServer, store_setting
 
 KINDS = ["memory", "sqlite", "redis"]
@@ -350,6 +353,35 @@ async def test_a_redis_restart_delays_writes_and_loses_nothing(redis_server: Red
         read = await store.read_after("s-1", 0)
         assert read is not None
         assert same_rows(read, rows)
+
+
+async def test_scripts_flushed_from_redis_are_loaded_again(redis_server: RedisServer) -> None:
+    """Redis forgets its scripts (a restart, ``SCRIPT FLUSH``): the writer's batch is refused
+    with ``NOSCRIPT``, loads the script and sends the refused commands again; nothing is
+    lost, written twice or taken for another node's write."""
+    async with running(redis_server.url) as store:
+        assert isinstance(store, DurableStore)
+        writers = [Writer(sid, store.open_log(sid, **BOUNDS)) for sid in ("s-1", "s-2")]
+        rows = {w.session_id: w.many(3) for w in writers}
+        await store.flush()
+        client = aioredis.Redis.from_url(redis_server.url)
+        try:
+            await client.script_flush()
+            for w in writers:
+                rows[w.session_id] += w.many(3)
+            with anyio.fail_after(30):
+                await store.flush()
+            assert await client.script_exists(hashlib.sha1(WRITE.encode()).hexdigest()) == [True]
+        finally:
+            await client.aclose()
+        assert store.healthy
+        for w in writers:
+            rows[w.session_id] += w.many(2)  # the session is still this node's to write
+        await store.flush()
+        for sid, expected in rows.items():
+            read = await store.read_after(sid, 0)
+            assert read is not None
+            assert same_rows(read, expected), sid
 
 
 async def test_a_stalled_redis_delays_writes_and_loses_nothing(redis_server: RedisServer) -> None:
