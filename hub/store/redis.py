@@ -238,12 +238,12 @@ class RedisStore(DurableStore):
         """The replies of ``commands`` (``EVALSHA`` calls of ``script``), sent in one write on
         one connection of the pool: a pipeline without redis-py's per-command machinery
         (a coroutine per command queued and per reply parsed, with its response callbacks),
-        which was about half of the write-behind's time on the event loop in the
-        many-sessions benchmark on Redis (S2-store). Every reply is read before any error is
-        raised, so the connection stays in step; the first error other than ``NOSCRIPT`` is
-        raised (the writer retries the batch, as it did a pipeline's). Commands refused with
-        ``NOSCRIPT`` (a Redis that lost its scripts: restarted, or flushed) did not run: the
-        script is loaded and they are sent again, the others not.
+        which runs on the event loop that fans events out (``docs/design/store.md``). Every
+        reply is read before any error is raised, so the connection stays in step; the first
+        error other than ``NOSCRIPT`` is raised (the writer retries the batch, as it did a
+        pipeline's). Commands refused with ``NOSCRIPT`` (a Redis that lost its scripts:
+        restarted, or flushed) did not run: the script is loaded and they are sent again, the
+        others not.
         """
         replies = await self._send_batch(commands)
         missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
