@@ -1149,6 +1149,16 @@ def _details(o: Outcome) -> list[str]:
                 cpu = max(s["loadgen_cpu"] for s in steps)
                 out.append(f"- {kind}: {text}; load generator CPU at most {cpu:.0%}")
     for kind in STORES.get(o.name, ["baseline", "hub"]):
+        windows = [r[kind]["detail"]["step"] for r in o.runs if "step" in r.get(kind, {}).get(
+            "detail", {})]  # fmt: skip
+        if windows and all("server_cpu" in w for w in windows):
+            cpu = ", ".join(format(w["server_cpu"], ".0%") for w in windows)
+            load = ", ".join(format(w["loadgen_cpu"], ".0%") for w in windows)
+            out.append(
+                f"- {kind}: the server process's CPU over each run's window {cpu} of a core"
+                f" (the load generator's {load})"
+            )
+    for kind in STORES.get(o.name, ["baseline", "hub"]):
         detail = o.runs[0].get(kind, {}).get("detail", {}) if o.runs else {}
         frame = detail.get("frame_bytes")
         if frame:

@@ -282,6 +282,9 @@ async def s2_wide(target: Target, p: Params, server_pid: int) -> Result:
         p["warmup_s"],
         p["size"],
         bool(p.get("phased", False)),
+        # The server's own CPU over the window: how near its core's limit the rate is (at the
+        # S2 family's rate the baseline can be saturated, which its latencies do not show).
+        pids=(server_pid,),
     )
     # Each step's figures, as the best step's above: alike in shape only.
     return {
