@@ -945,10 +945,6 @@ def _loadavg() -> str:
         return "unknown"
 
 
-MEASURED_COMMIT: str | None = None
-"""The commit the figures were measured on, when the report is rendered later (``--commit``)."""
-
-
 MACHINE_ENTRY = "_machine"
 """The entry of a ``--json`` file that holds the machine's facts at the end of the runs (its
 date and load average among them), for ``--report-from``."""
@@ -978,22 +974,16 @@ def machine() -> dict[str, str]:
         "uvloop": "on" if UVLOOP else "off",
         "websockets": websockets_version,
         "kernel": f"{platform.system()} {platform.release()}",
-        "commit": MEASURED_COMMIT or commit or "unknown",
+        "commit": commit or "unknown",
         "load average at the end (1, 5, 15 min)": _loadavg(),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
 
 def report(
-    outcomes: list[Outcome],
-    runs: int,
-    place: Placement,
-    quick: bool,
-    facts: dict[str, str] | None = None,
+    outcomes: list[Outcome], runs: int, place: Placement, quick: bool, facts: dict[str, str]
 ) -> str:
-    """The Markdown report; ``facts``: the machine's, as read at the end of the runs (by
-    default, now)."""
-    facts = facts or machine()
+    """The Markdown report; ``facts``: the machine's, as read at the end of the runs."""
     lines = [
         "# Benchmarks",
         "",
@@ -1149,8 +1139,7 @@ def _details(o: Outcome) -> list[str]:
                 cpu = max(s["loadgen_cpu"] for s in steps)
                 out.append(f"- {kind}: {text}; load generator CPU at most {cpu:.0%}")
     for kind in STORES.get(o.name, ["baseline", "hub"]):
-        windows = [r[kind]["detail"]["step"] for r in o.runs if "step" in r.get(kind, {}).get(
-            "detail", {})]  # fmt: skip
+        windows = [r[kind].get("detail", {}).get("step", {}) for r in o.runs if kind in r]
         if windows and all("server_cpu" in w for w in windows):
             cpu = ", ".join(format(w["server_cpu"], ".0%") for w in windows)
             load = ", ".join(format(w["loadgen_cpu"], ".0%") for w in windows)
@@ -1158,7 +1147,6 @@ def _details(o: Outcome) -> list[str]:
                 f"- {kind}: the server process's CPU over each run's window {cpu} of a core"
                 f" (the load generator's {load})"
             )
-    for kind in STORES.get(o.name, ["baseline", "hub"]):
         detail = o.runs[0].get(kind, {}).get("detail", {}) if o.runs else {}
         frame = detail.get("frame_bytes")
         if frame:
@@ -1246,8 +1234,6 @@ def main(argv: list[str] | None = None) -> int:
     runs = args.runs or (1 if args.quick else FULL_RUNS)
     place = Placement.choose(not args.no_pin)
     if args.report_from:
-        global MEASURED_COMMIT
-        MEASURED_COMMIT = args.commit
         merged: dict[str, Outcome] = {}
         facts = machine()  # files written before they kept the machine's facts
         for path in args.report_from:
@@ -1262,8 +1248,8 @@ def main(argv: list[str] | None = None) -> int:
         kinds = args.kinds.split(",") if args.kinds else ["baseline", "hub"]
         outcomes = run_all(names, table, runs, place, args.quick, kinds, bool(args.runs))
         facts = machine()
-    if MEASURED_COMMIT:
-        facts = {**facts, "commit": MEASURED_COMMIT}
+    if args.report_from and args.commit:
+        facts = {**facts, "commit": args.commit}
     text = report(outcomes, runs, place, args.quick, facts)
     if args.out:
         args.out.write_text(text)
