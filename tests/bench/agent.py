@@ -47,6 +47,7 @@ if not __package__:
 from tests.bench import loop
 from tests.bench.payload import (
     HUB_META_ESTIMATE,
+    TICK,
     chunk_update,
     marker,
     now,
@@ -54,9 +55,6 @@ from tests.bench.payload import (
 )
 
 __all__ = ["main"]
-
-TICK = 0.001
-"""The scheduler's shortest sleep: updates due within it are written together."""
 
 
 @dataclass

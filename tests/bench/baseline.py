@@ -31,7 +31,7 @@ from websockets.asyncio.server import ServerConnection, broadcast, serve
 from websockets.exceptions import ConnectionClosed
 
 from tests.bench import loop
-from tests.bench.payload import baseline_frame, now
+from tests.bench.payload import TICK, baseline_frame, now
 
 __all__ = ["main"]
 
@@ -46,7 +46,8 @@ async def _emit(
     """Broadcast ``count`` frames to each group; at ``rate`` per group, or as fast as possible.
 
     Group ``i``'s frame ``k`` (from 0) falls due at ``starts[i] + k / rate``; each
-    sleep lasts until the next frame is due and every frame due by then goes out: first all
+    sleep lasts until the next frame is due, but at least ``TICK`` (as the bench agent's), and
+    every frame due by then goes out: first all
     of them are built (each stamped as it is built), then broadcast in order, as the bench
     agent builds every due update (each stamped) and writes them to the hub in one write.
     So in both servers an update's latency counts from when it was made, and the updates
@@ -78,7 +79,7 @@ async def _emit(
         for group, frame in made:
             broadcast(_groups[group], frame, text=True)
         if due:
-            await asyncio.sleep(max(0.0, due[0][0] - now()))
+            await asyncio.sleep(max(TICK, due[0][0] - now()))
 
 
 def _make(group: str, n: int, size: int) -> tuple[str, bytes]:

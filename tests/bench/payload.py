@@ -15,6 +15,7 @@ import time
 
 __all__ = [
     "HUB_META_ESTIMATE",
+    "TICK",
     "TS_MARK",
     "baseline_frame",
     "chunk_update",
@@ -30,6 +31,16 @@ HUB_META_ESTIMATE = 48
 """About what the hub adds to an agent's update: ``,"_meta":{"acp-hub":{"seq":..,"epoch":..}}``."""
 
 now = time.monotonic
+
+TICK = 0.001
+"""The shortest sleep of both update generators (the bench agent's scheduler and the
+baseline's emitter): updates that fall due within it are made, stamped and sent together.
+
+One value for both, so that both servers get the same bursts. Without it the baseline's
+emitter, on uvloop (whose timers count whole milliseconds), spun through sub-millisecond
+sleeps between phased streams' updates: a core kept busy, and every update made alone at its
+own instant, while the agent's went to the hub a millisecond's worth at a time.
+"""
 
 
 def marker(n: int, ts: float) -> str:
