@@ -44,6 +44,8 @@ async def _run(spec: dict[str, Any]) -> Result:
     scenario = SCENARIOS[spec["scenario"]]
     params = dict(spec["params"])
     params["pids"] = [int(pid) for pid in spec.get("pids", [spec["server_pid"]])]
+    if spec.get("redis_pids"):
+        params["redis_pids"] = [int(pid) for pid in spec["redis_pids"]]
     if spec.get("kill_pid"):
         params["kill_pid"] = int(spec["kill_pid"])
     return await scenario(target, params, int(spec["server_pid"]))

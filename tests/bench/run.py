@@ -484,6 +484,8 @@ def run_one(
         "pids": [s.pid for s in (server, *others)],
         "params": params,
     }
+    if redis is not None and redis.proc is not None:
+        spec["redis_pids"] = [redis.proc.pid]
     if kind in ("hub-2nodes", "hub-spread"):
         spec["second_port"] = others[0].port
         spec["nodes"] = "spread" if kind == "hub-spread" else "split"
@@ -1148,9 +1150,14 @@ def _details(o: Outcome) -> list[str]:
         if windows and all("server_cpu" in w for w in windows):
             cpu = ", ".join(format(w["server_cpu"], ".0%") for w in windows)
             load = ", ".join(format(w["loadgen_cpu"], ".0%") for w in windows)
+            beside = "".join(
+                f", the {name}'s " + ", ".join(format(w[f"{key}_cpu"], ".0%") for w in windows)
+                for key, name in (("agent", "bench agent"), ("redis", "Redis server"))
+                if all(f"{key}_cpu" in w for w in windows)
+            )
             out.append(
                 f"- {kind}: the server process's CPU over each run's window {cpu} of a core"
-                f" (the load generator's {load})"
+                f" (the load generator's {load}{beside})"
             )
         detail = o.runs[0].get(kind, {}).get("detail", {}) if o.runs else {}
         frame = detail.get("frame_bytes")

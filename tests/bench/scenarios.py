@@ -55,6 +55,23 @@ def cpu_seconds(pids: Iterable[int]) -> float:
     return total / _TICK
 
 
+def children(pids: Iterable[int]) -> list[int]:
+    """The processes whose parent is one of ``pids`` (the hub's agent processes), read from
+    ``/proc`` (``/proc/PID/task/TID/children`` is not on every kernel)."""
+    parents = set(pids)
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone since the listing
+            continue
+        if int(stat[stat.rindex(")") + 2 :].split()[1]) in parents:
+            found.append(int(entry.name))
+    return found
+
+
 def server_socket(server_port: int, client_port: int) -> tuple[str, int] | None:
     """The server's side of a loopback connection: (TCP state in hex, unsent bytes).
 
@@ -167,11 +184,14 @@ async def _window(
     size: int,
     phased: bool = False,
     pids: Sequence[int] = (),
+    beside: dict[str, Sequence[int]] | None = None,
 ) -> dict[str, float]:
     """Stream for ``seconds`` at ``rate``; measure after ``warmup``; wait for the drain.
 
     With ``pids`` (the servers' processes), the figures also hold the CPU those processes
-    used per second of the window (``server_cpu``; 1.0 is one core busy).
+    used per second of the window (``server_cpu``; 1.0 is one core busy); with ``beside``,
+    that of other processes by name (``NAME_cpu``: the bench agent and Redis, which share
+    the load generator's core).
 
     Several sessions start together, a quarter of a second after the call, on the same
     clock in both servers: in step (every session's update ``n`` due in the same instant),
@@ -190,13 +210,16 @@ async def _window(
         starts = [at + (rng.uniform(0.0, 1.0 / rate) if phased else 0.0) for _ in sessions]
     await target.stream(sessions, rate, count, size, starts=starts)
     await asyncio.sleep(warmup)
+    others = {name: list(group) for name, group in (beside or {}).items() if group}
     server0 = cpu_seconds(pids)
+    others0 = {name: cpu_seconds(group) for name, group in others.items()}
     cpu0, t0 = time.process_time(), now()
     recorder.start()
     await asyncio.sleep(max(0.1, seconds - warmup))
     samples = recorder.stop()
     t1, cpu1 = now(), time.process_time()
     server1 = cpu_seconds(pids)
+    others1 = {name: cpu_seconds(group) for name, group in others.items()}
     deliveries = recorder.deliveries
     drained = await _drain(conns, goals, within=max(15.0, 3 * seconds))
     figures = latency_ms(samples)
@@ -210,6 +233,8 @@ async def _window(
     )
     if pids:
         figures["server_cpu"] = (server1 - server0) / (t1 - t0)
+    for name in others:
+        figures[f"{name}_cpu"] = (others1[name] - others0[name]) / (t1 - t0)
     return figures
 
 
@@ -282,9 +307,12 @@ async def s2_wide(target: Target, p: Params, server_pid: int) -> Result:
         p["warmup_s"],
         p["size"],
         bool(p.get("phased", False)),
-        # The server's own CPU over the window: how near its core's limit the rate is (at the
-        # S2 family's rate the baseline can be saturated, which its latencies do not show).
+        # The server's own CPU over the window: how near its core's limit the rate is. And
+        # what shares the load generator's core: the hub's bench agent (the baseline makes
+        # its updates in its own process) and Redis (S2-store), so that a figure taken while
+        # the process that times it had no core to spare shows as such.
         pids=(server_pid,),
+        beside={"agent": children([server_pid]), "redis": p.get("redis_pids", [])},
     )
     # Each step's figures, as the best step's above: alike in shape only.
     return {
