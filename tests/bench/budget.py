@@ -26,6 +26,9 @@ OPEN_PER_S = {"baseline": 1000.0, "hub": 500.0}
 on the hub (an agent process each): S2-phased's hub run (200 sessions, 1,000 connections, a
 4 s window) took 9 s in all."""
 SESSIONS_PER_S = 50.0
+TITLE_FRAME = 406
+"""Bytes of an S7 update's frame: a ``session_info_update`` whose title the hub clamps to
+``hub.protocol.display.TITLE_MAX_CHARS`` (200), with the hub's metadata (S7's detail)."""
 OPEN_S = {"S11": {"baseline": 5.0, "hub": 20.0}, "S12": {"baseline": 20.0, "hub": 95.0}}
 """Measured where the rate above does not hold: 10,000 observers of one session opened in 16 s
 on the hub and 4.4 s on the baseline (113 s on the hub before its attach stopped growing with
@@ -86,8 +89,10 @@ def _seconds(name: str, kind: str, p: dict[str, Any], quick: bool) -> Any:
         return setup + 2 * p["behind"] / PRELOAD_PER_S + p["blips"] * (p["interval_s"] + 0.07)
     if name == "S7":
         # Stuck until the kernel's buffers (about 2.8 MB) and the outbox are full, then as
-        # long again without it.
-        close = (2.8 * 2**20 + p["bound"]) / (p["rate"] * p["size"])
+        # long again without it. Its updates are titles, which the hub clamps: the frames are
+        # about TITLE_FRAME bytes whatever ``size`` asks for.
+        frame = min(p["size"], TITLE_FRAME)
+        close = (2.8 * 2**20 + p["bound"]) / (p["rate"] * frame)
         return setup + p["preload"] / PRELOAD_PER_S + 1 + p["window_s"] + 2 * close + 2
     if name == "S8":
         return setup + 2 * p["settle_s"] + 2
