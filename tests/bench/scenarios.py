@@ -24,6 +24,7 @@ from typing import Any
 
 from tests.bench.nodelog import Takeover, takeover
 from tests.bench.payload import TS_MARK, now
+from tests.bench.servers import children
 from tests.bench.stats import percentile
 from tests.bench.targets import ClusterTarget, Session, Target, open_many
 from tests.bench.wsclient import Conn, Recorder, RequestFailed
@@ -53,23 +54,6 @@ def cpu_seconds(pids: Iterable[int]) -> float:
         fields = stat[stat.rindex(")") + 2 :].split()
         total += int(fields[11]) + int(fields[12])
     return total / _TICK
-
-
-def children(pids: Iterable[int]) -> list[int]:
-    """The processes whose parent is one of ``pids`` (the hub's agent processes), read from
-    ``/proc`` (``/proc/PID/task/TID/children`` is not on every kernel)."""
-    parents = set(pids)
-    found: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # gone since the listing
-            continue
-        if int(stat[stat.rindex(")") + 2 :].split()[1]) in parents:
-            found.append(int(entry.name))
-    return found
 
 
 def server_socket(server_port: int, client_port: int) -> tuple[str, int] | None:
@@ -210,16 +194,15 @@ async def _window(
         starts = [at + (rng.uniform(0.0, 1.0 / rate) if phased else 0.0) for _ in sessions]
     await target.stream(sessions, rate, count, size, starts=starts)
     await asyncio.sleep(warmup)
-    others = {name: list(group) for name, group in (beside or {}).items() if group}
-    server0 = cpu_seconds(pids)
-    others0 = {name: cpu_seconds(group) for name, group in others.items()}
+    # Each group of processes whose CPU is read over the window, by name (``NAME_cpu``).
+    groups = {name: list(g) for name, g in {"server": pids, **(beside or {})}.items() if g}
+    before = {name: cpu_seconds(group) for name, group in groups.items()}
     cpu0, t0 = time.process_time(), now()
     recorder.start()
     await asyncio.sleep(max(0.1, seconds - warmup))
     samples = recorder.stop()
     t1, cpu1 = now(), time.process_time()
-    server1 = cpu_seconds(pids)
-    others1 = {name: cpu_seconds(group) for name, group in others.items()}
+    after = {name: cpu_seconds(group) for name, group in groups.items()}
     deliveries = recorder.deliveries
     drained = await _drain(conns, goals, within=max(15.0, 3 * seconds))
     figures = latency_ms(samples)
@@ -231,10 +214,8 @@ async def _window(
         drained=float(drained),
         closed=float(sum(1 for c in conns if c.closed.done())),
     )
-    if pids:
-        figures["server_cpu"] = (server1 - server0) / (t1 - t0)
-    for name in others:
-        figures[f"{name}_cpu"] = (others1[name] - others0[name]) / (t1 - t0)
+    for name in groups:
+        figures[f"{name}_cpu"] = (after[name] - before[name]) / (t1 - t0)
     return figures
 
 

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from io import BufferedReader
 from pathlib import Path
@@ -59,16 +59,11 @@ class Server:
         """
         seen: dict[str, list[int]] = {"server": _cpus(self.pid)}
         agents: set[int] = set()
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
+        for child in children([self.pid]):
             try:
-                stat = (entry / "stat").read_text()
-                ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-                if ppid == self.pid:
-                    agents.update(_cpus(int(entry.name)))
-            except (OSError, ValueError):
-                continue  # gone meanwhile, or not ours to read
+                agents.update(_cpus(child))
+            except OSError:
+                continue  # gone meanwhile
         if agents:
             seen["agent"] = sorted(agents)
         return seen
@@ -84,6 +79,23 @@ class Server:
                 self.proc.wait(10)
         while self.closers:
             self.closers.pop(0)()
+
+
+def children(pids: Iterable[int]) -> list[int]:
+    """The processes whose parent is one of ``pids`` (a hub's agent processes), read from
+    ``/proc`` (``/proc/PID/task/TID/children`` is not on every kernel)."""
+    parents = set(pids)
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) in parents:
+                found.append(int(entry.name))
+        except (OSError, ValueError):
+            continue  # gone meanwhile, or not ours to read
+    return found
 
 
 def _cpus(pid: int) -> list[int]:
