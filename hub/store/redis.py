@@ -197,9 +197,10 @@ class RedisStore(DurableStore):
                 _key(item.session_id, "log"),
                 _key(item.session_id, "snap"),
             ]
-            chunks = [item.rows[i : i + CHUNK] for i in range(0, len(item.rows), CHUNK)]
-            for index, chunk in enumerate(chunks or [[]]):
-                last = index == len(chunks or [[]]) - 1
+            # A batch item with no rows still writes its metadata (one call, no events).
+            chunks = [item.rows[i : i + CHUNK] for i in range(0, len(item.rows), CHUNK)] or [[]]
+            for index, chunk in enumerate(chunks):
+                last = index == len(chunks) - 1
                 args: list[Any] = [
                     self.node,
                     "1" if item.create and index == 0 else "0",
