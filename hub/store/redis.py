@@ -21,12 +21,15 @@ Keys (``PREFIX`` is ``acp-hub``; the braces put a session's keys in one cluster 
 * ``acp-hub:conn:{CID}`` — where a Streamable HTTP connection lives (JSON, with a TTL its node
   renews: ``hub.server.placement``).
 
-Each session's share of a write-behind batch is one Lua script call (``WRITE``, with the other
-scripts in ``hub.store.redis_scripts``): it checks that this node is still the log's writer
-and that the first seq follows the stored last seq, then adds the events, updates the
-metadata, stores the snapshot and trims, atomically. A call that finds its events already
-written (a retry after an answer lost to a timeout) succeeds without writing them again. All
-calls of a batch go in one write on one connection (one round trip; ``_script_batch``).
+A write-behind batch is one Lua script call (``WRITE``, with the other scripts in
+``hub.store.redis_scripts``) per ``CHUNK`` events: for each session in it, the script checks
+that this node is still the log's writer and that the first seq follows the stored last seq,
+then adds the events, updates the metadata, stores the snapshot and trims, atomically, and
+answers one result per session. A session whose events it finds already written (a retry
+after an answer lost to a timeout) succeeds without writing them again. All calls of a batch
+go in one write on one connection (one round trip; ``_script_batch``). A call spans sessions,
+so it needs a Redis where one script may touch any key: a single server (with its replicas),
+not a Redis Cluster (the braces above keep each session's keys in one slot all the same).
 Durability beyond the Redis process is the Redis server's own (``appendonly yes``;
 ``docs/deployment.md``).
 """
@@ -188,51 +191,67 @@ class RedisStore(DurableStore):
     # -- writes ------------------------------------------------------------------------------
 
     async def _write(self, items: list[Item]) -> list[str]:
-        calls: list[str] = []
+        # Each item in parts of at most CHUNK events, and the parts in calls of at most CHUNK
+        # events and CHUNK parts: the first part of an item creates its log, the last one
+        # trims it and stores its snapshot. A call's parts run in order, the calls too (one
+        # connection), so a long item's parts land in order.
+        calls: list[list[str]] = []
         commands: list[tuple[Any, ...]] = []
-        sha = self._write_script.sha
+        sessions: list[str] = []
+        keys: list[str] = []
+        args: list[Any] = [self.node]
+        events = 0
+
+        def send() -> None:
+            nonlocal args, keys, sessions, events
+            commands.append(("EVALSHA", self._write_script.sha, len(keys), *keys, *args))
+            calls.append(sessions)
+            sessions, keys, args, events = [], [], [self.node], 0
+
         for item in items:
-            keys = [
-                _key(item.session_id, "meta"),
-                _key(item.session_id, "log"),
-                _key(item.session_id, "snap"),
-            ]
-            # A batch item with no rows still writes its metadata (one call, no events).
-            chunks = [item.rows[i : i + CHUNK] for i in range(0, len(item.rows), CHUNK)] or [[]]
-            for index, chunk in enumerate(chunks):
-                last = index == len(chunks) - 1
-                args: list[Any] = [
-                    self.node,
-                    "1" if item.create and index == 0 else "0",
+            sid = item.session_id
+            rows = item.rows
+            # A batch item with no rows still writes its metadata (one part, no events).
+            starts = range(0, len(rows), CHUNK) if rows else (0,)
+            lineage = _lineage(item.lineage)
+            for start in starts:
+                chunk = rows[start : start + CHUNK]
+                if sessions and (events + len(chunk) > CHUNK or len(sessions) >= CHUNK):
+                    send()
+                last = start + CHUNK >= len(rows)
+                snapshot = item.snapshot
+                keys += (_key(sid, "meta"), _key(sid, "log"), _key(sid, "snap"))
+                args += (
+                    "1" if item.create and start == 0 else "0",
                     item.epoch,
-                    _lineage(item.lineage),
+                    lineage,
                     chunk[-1][0] if chunk else item.last_seq,
                     item.trim_below if last else 0,
                     orjson.dumps(
-                        {
-                            "seq": item.snapshot.seq,
-                            "epoch": item.snapshot.epoch,
-                            "updates": item.snapshot.updates,
-                        }
+                        {"seq": snapshot.seq, "epoch": snapshot.epoch, "updates": snapshot.updates}
                     )
-                    if last and item.snapshot is not None
+                    if last and snapshot is not None
                     else b"",
-                ]
-                for row in chunk:
-                    args.extend((row[0], row[1] or "", row[5] or "", row[2], pack_v1(row)))
-                commands.append(("EVALSHA", sha, 3, *keys, *args))
-                calls.append(item.session_id)
-        results = await self._script_batch(self._write_script, commands)
-        refused: list[str] = []
-        for session_id, result in zip(calls, results, strict=True):
-            if result == 1 or session_id in refused:
-                continue
-            refused.append(session_id)
-            if result == -1:
-                log.warning(
-                    "! %s: its stored log is gone from redis (restarted without persistence?)",
-                    session_id,
+                    len(chunk),
                 )
+                for row in chunk:
+                    args += (row[0], row[1] or "", row[5] or "", row[2], pack_v1(row))
+                sessions.append(sid)
+                events += len(chunk)
+        if sessions:
+            send()
+        replies = await self._script_batch(self._write_script, commands)
+        refused: list[str] = []
+        for parts, results in zip(calls, replies, strict=True):
+            for session_id, result in zip(parts, results, strict=True):
+                if result == 1 or session_id in refused:
+                    continue
+                refused.append(session_id)
+                if result == -1:
+                    log.warning(
+                        "! %s: its stored log is gone from redis (restarted without persistence?)",
+                        session_id,
+                    )
         return refused
 
     async def _script_batch(self, script: Any, commands: list[tuple[Any, ...]]) -> list[Any]:

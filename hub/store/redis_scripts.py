@@ -1,8 +1,9 @@
 """The Lua scripts the Redis store (``hub.store.redis``) runs on the server: each is one
 atomic step over several keys (the key layout is in that module's docstring).
 
-* ``WRITE``: one session's share of a write-behind batch (the writer check, the events, the
-  metadata, the snapshot, the trim); ``MARK_CLEAN``: a clean shutdown of a log's writer;
+* ``WRITE``: a write-behind batch, or a part of it, session by session (for each: the writer
+  check, the events, the metadata, the snapshot, the trim; one result per session);
+  ``MARK_CLEAN``: a clean shutdown of a log's writer;
 * ``CLAIM``, ``RENEW``, ``CLAIM_FROM``, ``RELEASE``: a session's owner key (compare and set);
 * ``ADD_LINK``, ``REVOKE_LINK``, ``USE_LINK``: a share link's hash and the entry of the
   stream of link changes, written together (``CHANGED``).
@@ -24,31 +25,44 @@ __all__ = [
 ]
 
 WRITE = """
-local meta, stream, snap = KEYS[1], KEYS[2], KEYS[3]
 local node = ARGV[1]
-if ARGV[2] == '1' and redis.call('EXISTS', meta) == 0 then
-  redis.call('HSET', meta, 'epoch', ARGV[3], 'lineage', ARGV[4], 'writer', node,
-             'clean', '0', 'last_seq', '0')
+-- One session's part: KEYS meta, stream, snap from k; its header at ARGV[a] (create, epoch,
+-- lineage, last seq, trim below, snapshot, rows) and its rows (5 fields each) after it.
+local function write(k, a, rows)
+  local meta, stream, snap = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+  if ARGV[a] == '1' and redis.call('EXISTS', meta) == 0 then
+    redis.call('HSET', meta, 'epoch', ARGV[a + 1], 'lineage', ARGV[a + 2], 'writer', node,
+               'clean', '0', 'last_seq', '0')
+  end
+  local writer = redis.call('HGET', meta, 'writer')
+  if not writer then return -1 end
+  if writer ~= node then return 0 end
+  local last = tonumber(redis.call('HGET', meta, 'last_seq'))
+  local first = a + 7
+  local stop = first + 5 * rows
+  if rows > 0 and tonumber(ARGV[first]) ~= last + 1 then
+    -- A retry of a call whose answer was lost (a timeout) finds its events written already.
+    if tonumber(ARGV[first]) <= last and tonumber(ARGV[stop - 5]) <= last then return 1 end
+    return 0
+  end
+  for i = first, stop - 1, 5 do
+    redis.call('XADD', stream, '0-' .. ARGV[i], 'm', ARGV[i + 1], 'o', ARGV[i + 2],
+               'v2', ARGV[i + 3], 'f', ARGV[i + 4])
+  end
+  redis.call('HSET', meta, 'epoch', ARGV[a + 1], 'lineage', ARGV[a + 2], 'last_seq', ARGV[a + 3],
+             'clean', '0')
+  if ARGV[a + 5] ~= '' then redis.call('SET', snap, ARGV[a + 5]) end
+  if tonumber(ARGV[a + 4]) > 1 then redis.call('XTRIM', stream, 'MINID', '0-' .. ARGV[a + 4]) end
+  return 1
 end
-local writer = redis.call('HGET', meta, 'writer')
-if not writer then return -1 end
-if writer ~= node then return 0 end
-local last = tonumber(redis.call('HGET', meta, 'last_seq'))
-local i = 8
-if #ARGV >= i and tonumber(ARGV[i]) ~= last + 1 then
-  -- A retry of a call whose answer was lost (a timeout) finds its events written already.
-  if tonumber(ARGV[i]) <= last and tonumber(ARGV[#ARGV - 4]) <= last then return 1 end
-  return 0
+local results = {}
+local a = 2
+for k = 1, #KEYS, 3 do
+  local rows = tonumber(ARGV[a + 6])
+  results[#results + 1] = write(k, a, rows)
+  a = a + 7 + 5 * rows
 end
-while i <= #ARGV do
-  redis.call('XADD', stream, '0-' .. ARGV[i], 'm', ARGV[i + 1], 'o', ARGV[i + 2],
-             'v2', ARGV[i + 3], 'f', ARGV[i + 4])
-  i = i + 5
-end
-redis.call('HSET', meta, 'epoch', ARGV[3], 'lineage', ARGV[4], 'last_seq', ARGV[5], 'clean', '0')
-if ARGV[7] ~= '' then redis.call('SET', snap, ARGV[7]) end
-if tonumber(ARGV[6]) > 1 then redis.call('XTRIM', stream, 'MINID', '0-' .. ARGV[6]) end
-return 1
+return results
 """
 
 RENEW = """

@@ -24,7 +24,7 @@ import redis.asyncio as aioredis
 from hub.protocol.compact import compact
 from hub.protocol.state import SessionState
 from hub.store import SessionRecord, Store, open_store, parse_store_url
-from hub.store.durable import DurableStore, WrittenLog
+from hub.store.durable import DurableStore, Item, WrittenLog
 from hub.store.log import EventLog, Row, row_frames
 from hub.store.redis import RedisStore
 from hub.store.redis_scripts import WRITE
@@ -353,6 +353,59 @@ async def test_a_redis_restart_delays_writes_and_loses_nothing(redis_server: Red
         read = await store.read_after("s-1", 0)
         assert read is not None
         assert same_rows(read, rows)
+
+
+async def test_a_batch_across_many_sessions_lands_whole(store_url: str) -> None:
+    """One batch of the writer holding more sessions and events than one script call takes
+    (``hub.store.redis.CHUNK``): a thousand sessions of two events, one of 1,234 (split over
+    calls), all appended before the writer runs. Every session reads back exactly."""
+    async with running(store_url) as store:
+        writers = [Writer(f"s-{n}", store.open_log(f"s-{n}", **BOUNDS)) for n in range(1000)]
+        await store.save_record(record("s-long"))
+        long = Writer("s-long", store.open_log("s-long", max_events=5000, max_bytes=1 << 24))
+        rows = {w.session_id: w.many(2) for w in writers}
+        rows["s-long"] = long.many(1234)
+        await store.flush()
+        for session_id, expected in rows.items():
+            read = await store.read_after(session_id, 0)
+            assert read is not None
+            assert same_rows(read, expected), session_id
+    if store_url.startswith("memory"):
+        return
+    async with running(store_url) as again:
+        restored = await again.restore("s-long", max_events=5000, max_bytes=1 << 24)
+        assert restored is not None
+        assert restored.clean
+        assert restored.log.next_seq() == 1235
+
+
+async def test_a_redis_write_sent_again_writes_nothing_twice(redis_server: RedisServer) -> None:
+    """The write of a batch whose answer was lost is sent again (the writer retries): each
+    session of the call finds its events written and succeeds without adding them again; a
+    session another node writes is refused alone, the others of its call written."""
+    async with running(redis_server.url) as store:
+        assert isinstance(store, RedisStore)
+        logs = {sid: EventLog(max_events=1000, max_bytes=1 << 24) for sid in ("s-1", "s-2", "s-3")}
+        rows = {sid: Writer(sid, log).many(3 if sid != "s-2" else 600) for sid, log in logs.items()}
+
+        def items() -> list[Item]:
+            return [
+                Item(sid, True, rows[sid], log.epoch, {}, rows[sid][-1][0], 0, None, None)  # type: ignore[arg-type]
+                for sid, log in logs.items()
+            ]
+
+        client = aioredis.Redis.from_url(redis_server.url)
+        try:
+            await client.hset("acp-hub:{s-3}:meta", mapping={"writer": "another node"})
+            assert await store._write(items()) == ["s-3"]
+            assert await store._write(items()) == ["s-3"]
+            assert await client.xlen("acp-hub:{s-3}:log") == 0
+        finally:
+            await client.aclose()
+        for sid in ("s-1", "s-2"):
+            read = await store.read_after(sid, 0)
+            assert read is not None
+            assert same_rows(read, rows[sid]), sid
 
 
 async def test_scripts_flushed_from_redis_are_loaded_again(redis_server: RedisServer) -> None:
