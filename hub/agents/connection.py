@@ -299,6 +299,9 @@ class Connection:
         if self.debug:
             logger.debug("< %s %s", self.name, line[:400])
         entry = jsonrpc.parse(line)
+        if type(entry) is jsonrpc.Notification:  # the common case first (an agent streams)
+            self._on_notification_entry(entry)
+            return
         if isinstance(entry, jsonrpc.Batch):  # pragma: no cover - parse() without allow_batch
             entry = jsonrpc.Invalid(None, parse_error("unexpected batch"))
         if isinstance(entry, jsonrpc.Invalid):
@@ -332,10 +335,12 @@ class Connection:
             self._finish(pending, None, entry.error)
 
     def _on_notification_entry(self, entry: jsonrpc.Notification) -> None:
-        params = entry.params if isinstance(entry.params, dict) else {}
-        if entry.params is not None and not isinstance(entry.params, dict):
-            self.fault("%s with non-object params dropped", entry.method)
-            return
+        params = entry.params
+        if type(params) is not dict:
+            if params is not None:
+                self.fault("%s with non-object params dropped", entry.method)
+                return
+            params = {}
         if entry.method == CANCEL_REQUEST:
             key = orjson.dumps(params.get("requestId"))
             scope = self._incoming.get(key)

@@ -25,6 +25,7 @@ from hub.agents.session_table import AgentSession
 from hub.protocol.agent_v1 import AgentV1Translator
 from hub.protocol.capabilities import auth_methods_v1_to_v2, capabilities_v1_to_v2
 from hub.protocol.checks import check as check_update
+from hub.protocol.checks import is_plain_chunk
 from hub.protocol.errors import InvalidParams, RpcError, TranslationError, invalid_params
 from hub.protocol.mcp_servers import mcp_servers_v2_to_v1
 from hub.protocol.permissions import permission_request_v1_to_v2
@@ -477,7 +478,10 @@ class V2Dialect(Dialect):
 
     def updates(self, entry: AgentSession, update: dict[str, Any]) -> list[dict[str, Any]]:
         # A removed v2 name, or a chunk without a message id, is a v1 habit (and never valid
-        # v2): translated. Anything else is checked as the session's fold will check it.
+        # v2): translated. Anything else is checked as the session's fold will check it; a
+        # plain text chunk, the most common update, is valid by its shape.
+        if is_plain_chunk(update):
+            return [update]
         variant = update["sessionUpdate"]
         if variant in REMOVED_VARIANTS or (variant in CHUNKS and update.get("messageId") is None):
             self.note_v1(f"it sent a v1 {variant} update")

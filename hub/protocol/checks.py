@@ -28,7 +28,7 @@ from hub.protocol.shapes import (
 from hub.protocol.variants import CHUNKS, MESSAGES, REMOVED_VARIANTS
 from hub.settings import PERMISSION_POLICIES, PROMPT_POLICIES
 
-__all__ = ["CHECKS", "HUB_SNAPSHOTS", "Check", "check", "variant_of"]
+__all__ = ["CHECKS", "HUB_SNAPSHOTS", "Check", "check", "is_plain_chunk", "variant_of"]
 
 Check = Callable[[str, Mapping[str, Any]], Any]
 """``check(variant, update)``: raises ``InvalidParams``, returns what the fold needs."""
@@ -59,6 +59,27 @@ def check(update: Mapping[str, Any]) -> None:
         check_variant(variant, update)
     elif variant in REMOVED_VARIANTS:
         fail(variant, "removed in ACP v2; it must be translated before folding")
+
+
+def is_plain_chunk(update: Mapping[str, Any]) -> bool:
+    """Whether ``update`` is a message chunk of exactly three fields, ``sessionUpdate``, a
+    string ``messageId`` and a plain text block (``{"type": "text", "text": ...}``).
+
+    Most of what an agent streams is such a chunk, and its shape alone makes it valid
+    (``check`` passes it, its v1 rendering is itself, it nests two levels): the hot path
+    (the dialect, the fold, the v1 rendering) asks this instead of running the checks.
+    """
+    if type(update) is not dict or len(update) != 3:
+        return False
+    content = update.get("content")
+    return (
+        type(content) is dict
+        and len(content) == 2
+        and content.get("type") == "text"
+        and type(content.get("text")) is str
+        and type(update.get("messageId")) is str
+        and update.get("sessionUpdate") in CHUNKS
+    )
 
 
 def variant_of(update: Mapping[str, Any]) -> str:

@@ -50,7 +50,7 @@ import contextlib
 import logging
 import struct
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from starlette.types import Message, Send
@@ -96,8 +96,36 @@ _held: list[tuple[Any, bytes]] | None = None
 """Direct writes held by ``held_writes``, in order; ``None`` outside it."""
 
 
-@contextlib.contextmanager
-def held_writes() -> Iterator[None]:
+class _Hold:
+    """The context manager ``held_writes`` returns: one object, reused (the hub enters it for
+    every line of an agent's stream, so it is a class of two plain methods rather than a
+    generator's context manager, which costs a generator and a wrapper each time)."""
+
+    __slots__ = ("_depth",)
+
+    def __init__(self) -> None:
+        self._depth = 0
+
+    def __enter__(self) -> None:
+        global _held
+        self._depth += 1
+        if self._depth == 1:
+            _held = []
+
+    def __exit__(self, *exc: object) -> None:
+        global _held
+        self._depth -= 1
+        if self._depth == 0:
+            try:
+                _release()
+            finally:
+                _held = None
+
+
+_HOLD = _Hold()
+
+
+def held_writes() -> _Hold:
     """Hold the fan-out's direct writes made inside, and make them, in order, on the way out.
 
     The hub enters it around each group of lines it read from an agent (one line of a live
@@ -109,18 +137,10 @@ def held_writes() -> Iterator[None]:
     waits for at most one group's work. Nothing can come between a held write and its turn
     except what this module writes itself, and a close frame writes the held frames first
     (``_release``). Nested use is the outer one's. A held write to a client that closed
-    meanwhile is dropped.
+    meanwhile is dropped. The block must not wait (it is entered by synchronous code only:
+    one event loop, one hold at a time).
     """
-    global _held
-    if _held is not None:
-        yield
-        return
-    _held = []
-    try:
-        yield
-    finally:
-        _release()
-        _held = None
+    return _HOLD
 
 
 def _release() -> None:

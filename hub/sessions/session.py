@@ -36,6 +36,7 @@ import anyio
 import orjson
 
 from hub.access.audit import AuditSink, NullAudit
+from hub.protocol.checks import is_plain_chunk
 from hub.protocol.client_v1 import ClientV1Renderer
 from hub.protocol.compact import compact
 from hub.protocol.config_options import mode_option
@@ -216,8 +217,10 @@ class Session(CoreViews):
         """
         try:
             body = orjson.dumps(update)
-            if body.count(b"{") + body.count(b"[") > MAX_UPDATE_DEPTH and depth_exceeds(
-                update, MAX_UPDATE_DEPTH
+            if (
+                not is_plain_chunk(update)  # two levels deep
+                and body.count(b"{") + body.count(b"[") > MAX_UPDATE_DEPTH
+                and depth_exceeds(update, MAX_UPDATE_DEPTH)
             ):
                 raise InvalidParams(f"nested more than {MAX_UPDATE_DEPTH} levels deep")
             self.state.apply(update)
@@ -240,7 +243,7 @@ class Session(CoreViews):
             )
             v1_updates = []
         # Most updates render to v1 unchanged: those share the v2 frame (same bytes).
-        v1 = tuple([v2 if u == update else core.frame(u, meta) for u in v1_updates])
+        v1 = tuple([v2 if u is update or u == update else core.frame(u, meta) for u in v1_updates])
         variant = update.get("sessionUpdate")
         if isinstance(variant, str) and variant.startswith("_hub_"):
             v1_hub, v1 = v1, ()
@@ -363,12 +366,13 @@ class Session(CoreViews):
 
     def on_update(self, update: dict[str, Any]) -> None:
         self.metrics.updates_in += 1
-        if self.turns.on_user_message(update):
+        variant = update.get("sessionUpdate")
+        if variant in USER_MESSAGE_VARIANTS and self.turns.on_user_message(update):
             return
-        if update.get("sessionUpdate") == "session_info_update":
+        if variant == "session_info_update":
             update = dict(clamp_title(update))  # no title can fill a page
         self.emit(update)
-        if update.get("sessionUpdate") == "state_update" and update.get("state") == "idle":
+        if variant == "state_update" and update.get("state") == "idle":
             self.turns.ended(update.get("stopReason"), None)
 
     def on_agent_event(self, event: dict[str, Any]) -> None:
