@@ -148,7 +148,7 @@ class ClientV1Renderer:
         """The v1 updates for one internal update (``update`` itself for a plain text chunk,
         the same in both versions)."""
         if is_plain_chunk(update):
-            self._sent.add(update["messageId"])
+            self.plain_chunk(update)
             return [update]  # type: ignore[list-item]  # a dict: is_plain_chunk checked it
         where = "update"
         obj = require_object(update, where)
@@ -181,6 +181,11 @@ class ClientV1Renderer:
             return [dict(obj)]
         # state_update is implicit in v1; _x and future variants have no v1 form.
         return []
+
+    def plain_chunk(self, update: Mapping[str, Any]) -> None:
+        """``update`` of an update the caller found ``is_plain_chunk``: its v1 rendering is
+        itself, and only its message is noted (a later whole message replaces it)."""
+        self._sent.add(update["messageId"])
 
     def _message(self, chunk: str, obj: Mapping[str, Any]) -> list[dict[str, Any]]:
         where = "update"

@@ -234,7 +234,7 @@ class SessionState:
         state is then unchanged. Unknown variants are kept (the latest one per name).
         """
         if is_plain_chunk(update):  # valid by its shape: the most common update, unchecked
-            self._fold_message_chunk(update["sessionUpdate"], update, None)
+            self.fold_plain_chunk(update)
             return
         variant = variant_of(update)
         handler = _VARIANTS.get(variant)
@@ -245,6 +245,11 @@ class SessionState:
             fail(variant, "removed in ACP v2; it must be translated before folding")
         else:
             self._extras[variant] = dict(update)
+
+    def fold_plain_chunk(self, update: Mapping[str, Any]) -> None:
+        """``apply`` of an update the caller found ``is_plain_chunk`` (valid by its shape):
+        folded without asking again."""
+        self._fold_message_chunk(update["sessionUpdate"], update, None)
 
     def apply_all(self, updates: Iterable[Mapping[str, Any]]) -> SessionState:
         """Fold updates in order and return ``self``. Stops at the first invalid one, with the

@@ -215,15 +215,19 @@ class Session(CoreViews):
         Returns the event's seq, or ``None`` when the update was malformed (logged, dropped).
         ``origin`` is the client whose prompt a user message is (a v1 client is spared it).
         """
+        # A plain text chunk (most of what agents stream) is valid by its shape, two levels
+        # deep, and the same in v1: asked once, it skips the checks below.
+        plain = is_plain_chunk(update)
         try:
             body = orjson.dumps(update)
-            if (
-                not is_plain_chunk(update)  # two levels deep
-                and body.count(b"{") + body.count(b"[") > MAX_UPDATE_DEPTH
-                and depth_exceeds(update, MAX_UPDATE_DEPTH)
-            ):
-                raise InvalidParams(f"nested more than {MAX_UPDATE_DEPTH} levels deep")
-            self.state.apply(update)
+            if plain:
+                self.state.fold_plain_chunk(update)
+            else:
+                if body.count(b"{") + body.count(b"[") > MAX_UPDATE_DEPTH and depth_exceeds(
+                    update, MAX_UPDATE_DEPTH
+                ):
+                    raise InvalidParams(f"nested more than {MAX_UPDATE_DEPTH} levels deep")
+                self.state.apply(update)
         except (InvalidParams, TypeError) as exc:  # orjson.JSONEncodeError is a TypeError
             # Checked before the fold: what the state holds must encode for every client,
             # in every frame (replays, v1 renderings) built from it later.
@@ -235,15 +239,20 @@ class Session(CoreViews):
         seq = core.log.next_seq()
         meta = {"seq": seq, "epoch": core.log.epoch}
         v2 = core.frame_of(body, meta)
-        try:
-            v1_updates = core.v1.update(update)
-        except PeerError as exc:
-            log.warning(
-                "! %s: no v1 rendering for %s: %s", self.id, update.get("sessionUpdate"), exc
-            )
-            v1_updates = []
-        # Most updates render to v1 unchanged: those share the v2 frame (same bytes).
-        v1 = tuple([v2 if u is update or u == update else core.frame(u, meta) for u in v1_updates])
+        v1: tuple[bytes, ...]
+        if plain:
+            core.v1.plain_chunk(update)
+            v1 = (v2,)
+        else:
+            try:
+                v1_updates = core.v1.update(update)
+            except PeerError as exc:
+                log.warning(
+                    "! %s: no v1 rendering for %s: %s", self.id, update.get("sessionUpdate"), exc
+                )
+                v1_updates = []
+            # Most updates render to v1 unchanged: those share the v2 frame (same bytes).
+            v1 = tuple([v2 if u == update else core.frame(u, meta) for u in v1_updates])
         variant = update.get("sessionUpdate")
         if isinstance(variant, str) and variant.startswith("_hub_"):
             v1_hub, v1 = v1, ()
