@@ -204,7 +204,9 @@ class RedisStore(DurableStore):
 
         def send() -> None:
             nonlocal args, keys, sessions, events
-            commands.append(("EVALSHA", self._write_script.sha, len(keys), *keys, *args))
+            # The command's name as bytes: packed as it is (a str name is split into words,
+            # a copy of the whole command: thousands of arguments here).
+            commands.append((b"EVALSHA", self._write_script.sha, len(keys), *keys, *args))
             calls.append(sessions)
             sessions, keys, args, events = [], [], [self.node], 0
 
@@ -214,13 +216,14 @@ class RedisStore(DurableStore):
             # A batch item with no rows still writes its metadata (one part, no events).
             starts = range(0, len(rows), CHUNK) if rows else (0,)
             lineage = _lineage(item.lineage)
+            base = _key(sid, "")  # the session's keys: base + "meta", "log", "snap"
             for start in starts:
                 chunk = rows[start : start + CHUNK]
                 if sessions and (events + len(chunk) > CHUNK or len(sessions) >= CHUNK):
                     send()
                 last = start + CHUNK >= len(rows)
                 snapshot = item.snapshot
-                keys += (_key(sid, "meta"), _key(sid, "log"), _key(sid, "snap"))
+                keys += (base + "meta", base + "log", base + "snap")
                 args += (
                     "1" if item.create and start == 0 else "0",
                     item.epoch,
