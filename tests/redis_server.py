@@ -39,6 +39,8 @@ class RedisServer:
     directory: Path
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
+    extra: tuple[str, ...] = ()
+    """More ``redis-server`` arguments (``--cluster-enabled yes``, say)."""
     _log: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -72,6 +74,7 @@ class RedisServer:
                 "--appendfsync", "everysec",
                 "--daemonize", "no",
                 "--logfile", "",
+                *self.extra,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

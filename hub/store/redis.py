@@ -168,9 +168,18 @@ class RedisStore(DurableStore):
         client = aioredis.Redis.from_pool(pool)
         try:
             await client.ping()
+            cluster = (await client.info("cluster")).get("cluster_enabled")
         except (RedisError, OSError) as exc:
             await client.aclose()
             raise StoreError(f"cannot reach the redis store: {exc}") from None
+        if cluster:
+            await client.aclose()
+            # Refused at start rather than by every write: the write-behind's script spans
+            # sessions, which a cluster refuses (CROSSSLOT) whatever the slots' owners.
+            raise StoreError(
+                "the redis store is a Redis Cluster node: the hub needs one Redis server"
+                " (with replicas if you like; its writes span many sessions' keys)"
+            )
         self._redis = client
         self._write_script = client.register_script(WRITE)
         self._clean_script = client.register_script(MARK_CLEAN)

@@ -14,7 +14,8 @@ from hub.cli import _parser
 from hub.cli.serve import build
 from hub.settings import Settings
 from hub.store import parse_store_url
-from tests.redis_server import free_port
+from tests.redis_server import RedisServer, free_port
+from tests.support import require_binary
 
 ACP_HUB = Path(sys.executable).parent / "acp-hub"
 
@@ -79,6 +80,25 @@ async def test_an_unreachable_redis_is_one_line_and_exit_2(tmp_path: Path) -> No
     assert code == 2
     (line,) = stderr.strip().splitlines()
     assert line.startswith("acp-hub: cannot reach the redis store:"), line
+
+
+async def test_a_redis_cluster_node_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """A Redis Cluster node is refused at start, not by every write: the write-behind runs
+    one script over many sessions' keys, which a cluster refuses."""
+    config = tmp_path / "redis" / "nodes.conf"
+    server = RedisServer(
+        require_binary("redis-server"),
+        tmp_path / "redis",
+        extra=("--cluster-enabled", "yes", "--cluster-config-file", str(config)),
+    )
+    server.start()
+    try:
+        code, stderr = await run_cli(tmp_path, "serve", "--agent", "a=true", "--store", server.url)
+    finally:
+        server.kill()
+    assert code == 2
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith("acp-hub: the redis store is a Redis Cluster node"), line
 
 
 async def test_an_unwritable_sqlite_path_is_one_line_and_exit_2(tmp_path: Path) -> None:
