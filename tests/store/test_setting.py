@@ -89,7 +89,13 @@ async def test_a_redis_cluster_node_is_one_line_and_exit_2(tmp_path: Path) -> No
     server = RedisServer(
         require_binary("redis-server"),
         tmp_path / "redis",
-        extra=("--cluster-enabled", "yes", "--cluster-config-file", str(config)),
+        # The cluster bus on a port of its own: by default it is the port + 10,000, which a
+        # free port above 55,535 cannot have.
+        extra=(
+            *("--cluster-enabled", "yes"),
+            *("--cluster-config-file", str(config)),
+            *("--cluster-port", str(free_port())),
+        ),
     )
     server.start()
     try:
