@@ -78,7 +78,8 @@ def is_plain_chunk(update: Mapping[str, Any]) -> bool:
         and content.get("type") == "text"
         and type(content.get("text")) is str
         and type(update.get("messageId")) is str
-        and update.get("sessionUpdate") in CHUNKS
+        and type(variant := update.get("sessionUpdate")) is str  # a list is no set member
+        and variant in CHUNKS
     )
 
 

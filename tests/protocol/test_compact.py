@@ -31,8 +31,16 @@ def replayed(state: SessionState) -> SessionState:
 # --- the invariant --------------------------------------------------------------------------
 
 
+STREAM_EXAMPLES = 100
+"""Examples of the three properties over whole update streams, in every profile: each example
+folds, compacts and checks a stream of up to a few hundred updates, and at the CI profile's 200
+they were the three longest tests of the suite (38-55 s each, under coverage), the whole
+protocol run waiting on them."""
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+@settings(max_examples=STREAM_EXAMPLES)
 @given(stream=sts.update_streams(min_size=10))
 def test_fold_of_compaction_equals_fold_of_stream(stream: list[dict[str, Any]]) -> None:
     live = fold(stream)
@@ -48,6 +56,7 @@ def test_long_v2_streams_compact_exactly(stream: list[dict[str, Any]]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+@settings(max_examples=STREAM_EXAMPLES)
 @given(stream=sts.update_streams(min_size=5), more=sts.update_streams(max_size=10))
 def test_a_replayed_client_keeps_up_with_the_live_stream(
     stream: list[dict[str, Any]], more: list[dict[str, Any]]
@@ -68,6 +77,7 @@ def test_compaction_is_a_fixed_point(stream: list[dict[str, Any]]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+@settings(max_examples=STREAM_EXAMPLES)
 @given(stream=sts.update_streams(single=sts.v2_updates))
 def test_compacted_v2_updates_are_schema_valid(stream: list[dict[str, Any]]) -> None:
     validator = sts.session_update_validator()

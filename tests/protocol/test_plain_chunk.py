@@ -41,6 +41,8 @@ def test_a_plain_chunk_is_accepted(variant: str) -> None:
         {**PLAIN, "_meta": {}},
         {**PLAIN, "sessionUpdate": "agent_message"},
         {**PLAIN, "sessionUpdate": "_vendor_chunk"},
+        {**PLAIN, "sessionUpdate": []},
+        {**PLAIN, "sessionUpdate": {"agent_message_chunk": 1}},
         {**PLAIN, "messageId": None},
         {**PLAIN, "messageId": 7},
         {k: v for k, v in PLAIN.items() if k != "messageId"} | {"x": "m-1"},
