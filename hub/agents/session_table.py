@@ -59,10 +59,7 @@ class AgentSession:
             state = update.get("state")
             if isinstance(state, str):
                 self.state = state
-        try:  # `call_sink`, inlined: every update of the agent comes this way
-            self.sink.on_update(update)
-        except Exception:
-            logger.exception("! agent %s: session sink failed", self.agent)
+        call_sink(self.agent, self.sink.on_update, update)
 
     def tell(self, event: dict[str, Any]) -> None:
         """Report a lifecycle or login event to the sink (``SessionSink.on_agent_event``)."""

@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from hub.protocol.checks import check, is_plain_chunk
+from hub.protocol.checks import check
 from hub.protocol.config_options import config_options_v2_to_v1, mode_option
 from hub.protocol.content import block_v2_to_v1, text
 from hub.protocol.shapes import (  # Structural: the shape checks used here, one by one.
@@ -145,11 +145,7 @@ class ClientV1Renderer:
         return [out for update in updates for out in fresh.update(update)]
 
     def update(self, update: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The v1 updates for one internal update (``update`` itself for a plain text chunk,
-        the same in both versions)."""
-        if is_plain_chunk(update):
-            self.plain_chunk(update)
-            return [update]  # type: ignore[list-item]  # a dict: is_plain_chunk checked it
+        """The v1 updates for one internal update."""
         where = "update"
         obj = require_object(update, where)
         variant = require_str(obj, "sessionUpdate", where)

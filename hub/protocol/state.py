@@ -43,7 +43,7 @@ import base64
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from hub.protocol.checks import CHECKS, HUB_SNAPSHOTS, Check, is_plain_chunk, variant_of
+from hub.protocol.checks import CHECKS, HUB_SNAPSHOTS, Check, variant_of
 from hub.protocol.shapes import fail
 from hub.protocol.variants import CHUNKS, MESSAGE_OF_CHUNK, MESSAGES, REMOVED_VARIANTS
 
@@ -233,9 +233,6 @@ class SessionState:
         ``sessionUpdate``, uses a removed v2 name, or is a malformed known variant; the
         state is then unchanged. Unknown variants are kept (the latest one per name).
         """
-        if is_plain_chunk(update):  # valid by its shape: the most common update, unchecked
-            self.fold_plain_chunk(update)
-            return
         variant = variant_of(update)
         handler = _VARIANTS.get(variant)
         if handler is not None:

@@ -72,7 +72,7 @@ def test_what_it_accepts_the_checks_accept_and_the_fast_path_changes_nothing(upd
     check(update)  # valid: raises nothing
     original = copy.deepcopy(update)
     fast, slow = SessionState(), SessionState()
-    fast.apply(update)
+    fast.fold_plain_chunk(update)
     slow.apply(_slow(update))
     assert fast.snapshot() == slow.snapshot()
     renderer, checked = ClientV1Renderer(), ClientV1Renderer()
@@ -87,7 +87,7 @@ def test_the_fast_path_remembers_the_message_for_a_later_v1_replacement() -> Non
     """The v1 rendering of a whole message after its chunks replaces what the chunks showed
     (``replaces``): the fast path records the chunk's message as sent, as the checked one does."""
     fast, checked = ClientV1Renderer(), ClientV1Renderer()
-    fast.update(PLAIN)
+    fast.plain_chunk(PLAIN)
     checked.update(_slow(PLAIN))
     whole = {"sessionUpdate": "agent_message", "messageId": "m-1", "content": [PLAIN["content"]]}
     assert fast.update(whole) == checked.update(whole)
