@@ -26,7 +26,7 @@ from hub.sessions.client import ClientHandle
 from hub.sessions.metrics import SessionMetrics
 from hub.sessions.ops import Replay
 from hub.settings import Settings
-from hub.store.log import Event, EventLog
+from hub.store.log import EventLog, Row, v1_frames
 
 
 class Source(Protocol):
@@ -78,7 +78,7 @@ class CatchUp:
         kind = "replay"  # what the catch-up is, for the metrics
         if replay == "after" and after is not None:
             epoch, seq = after
-            events = event_log.after(seq) if event_log.serves(epoch, seq) else None
+            events = event_log.rows_covered(seq) if event_log.serves(epoch, seq) else None
             if events is None:
                 kind, frames = "reset", self.reset(client, epoch, seq)
             else:
@@ -89,7 +89,7 @@ class CatchUp:
             frames = self._replay(client, arbiter.pending_only(compact(state)))
         elif replay == "message" and message_id is not None:
             last = event_log.last_of_message(message_id)
-            events = None if last is None else event_log.after(last)
+            events = None if last is None else event_log.rows_covered(last)
             if events is None:
                 kind, frames = "reset", self.reset(client, event_log.epoch, 0)
             else:
@@ -165,11 +165,9 @@ class CatchUp:
         # Like every `_hub_*` update, the reset reaches v1 clients only if they opted in.
         return self._replay(client, [reset, *compact(session.state)])
 
-    def _events(self, client: ClientHandle, events: list[Event]) -> Iterator[bytes]:
-        frames: list[bytes] = []
+    def _events(self, client: ClientHandle, rows: list[Row]) -> Iterator[bytes]:
         if client.version >= 2:
-            frames = [event.v2 for event in events]
+            frames = [row[2] for row in rows]  # each row's v2 frame
         else:
-            for event in events:
-                frames.extend(event.for_v1(client.client_id, client.hub_events))
+            frames = v1_frames(rows, client.client_id, client.hub_events)
         return self._pages(client, frames)

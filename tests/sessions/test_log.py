@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from hub.store.log import Event, EventLog
+from hub.store.log import Event, EventLog, v1_frames
 
 
 def _event(seq: int, message_id: str | None = None, size: int = 10) -> Event:
@@ -46,6 +46,29 @@ def test_after_rebuilds_the_events_it_was_given() -> None:
     assert log.after(0) == [first]
     assert first.for_v1("c1", True) == ()
     assert first.for_v1("c2", True) == (b"hub",)
+
+
+def test_a_catch_up_reads_the_rows_a_client_gets_as_the_events_give_them() -> None:
+    log = EventLog(max_events=3, max_bytes=1 << 20)
+    events = [
+        Event(1, "m1", b"a2", (b"a1",), (b"a1",)),
+        Event(2, "m1", b"b2", (), (b"b-hub",)),  # a hub event: for v1 clients that opted in
+        Event(3, "m1", b"c2", (b"c1", b"c1'"), (b"c1", b"c1'"), origin="c1"),  # c1's prompt
+        Event(4, "m2", b"d2", (b"d2",), (b"d2",)),
+    ]
+    for event in events:
+        log.append(event)
+    assert log.rows_covered(0) is None  # event 1 is trimmed away
+    rows = log.rows_covered(1)
+    assert rows is not None
+    assert [row[2] for row in rows] == [b"b2", b"c2", b"d2"]
+    for client_id in ("c1", "c2"):
+        for hub_events in (False, True):
+            expected = [f for e in events[1:] for f in e.for_v1(client_id, hub_events)]
+            assert v1_frames(rows, client_id, hub_events) == expected
+    assert v1_frames(rows, "c2", True) == [b"b-hub", b"c1", b"c1'", b"d2"]
+    assert v1_frames(rows, "c1", False) == [b"d2"]
+    assert log.rows_covered(4) == []
 
 
 def test_last_of_message_finds_the_newest_retained_event() -> None:
