@@ -78,22 +78,22 @@ class CatchUp:
         kind = "replay"  # what the catch-up is, for the metrics
         if replay == "after" and after is not None:
             epoch, seq = after
-            events = event_log.rows_covered(seq) if event_log.serves(epoch, seq) else None
-            if events is None:
+            rows = event_log.rows_covered(seq) if event_log.serves(epoch, seq) else None
+            if rows is None:
                 kind, frames = "reset", self.reset(client, epoch, seq)
             else:
-                kind, frames = "resume", self._events(client, events)
+                kind, frames = "resume", self._events(client, rows)
         elif replay in ("start", "after"):
             frames = self._replay(client, compact(state))
         elif replay == "pending_only":
             frames = self._replay(client, arbiter.pending_only(compact(state)))
         elif replay == "message" and message_id is not None:
             last = event_log.last_of_message(message_id)
-            events = None if last is None else event_log.rows_covered(last)
-            if events is None:
+            rows = None if last is None else event_log.rows_covered(last)
+            if rows is None:
                 kind, frames = "reset", self.reset(client, event_log.epoch, 0)
             else:
-                kind, frames = "resume", self._events(client, events)
+                kind, frames = "resume", self._events(client, rows)
         else:
             return []
         return session.metrics.catch_up(kind, frames)
