@@ -104,8 +104,14 @@ def test_viewers_see_cards_but_neither_answers_nor_the_start_form(
     assert pending.get_by_role("button").count() == 0
     assert viewer.locator("#new-cwd").count() == 0
     assert viewer.get_by_role("button", name=re.compile("Notif")).count() == 0
+    link = f".card[data-session-id='{session}'] a.card-title"
+    viewer.evaluate("(link) => { window.__link = document.querySelector(link); }", link)
     driver.locator(".permission-dialog button").first.click()
     wait_idle(driver)
+    expect(card(viewer, session)).to_have_attribute("data-state", "idle")
+    # The card was drawn again (waiting, running, idle) around the same link: a click whose
+    # press and release straddle a redraw still follows it.
+    assert viewer.evaluate("(link) => document.querySelector(link) === window.__link", link)
     # The card links to the session.
     card(viewer, session).get_by_role("link").click()
     viewer.wait_for_url(f"**/s/{session}?role=viewer")

@@ -308,14 +308,10 @@ function drawCard(node, card) {
   node.className = `card card-${state.key}`;
   node.dataset.sessionId = card.sessionId;
   node.dataset.state = state.key;
-  const head = el('div', 'card-head');
-  const link = /** @type {HTMLAnchorElement} */ (el('a', 'card-title', String(card.title || card.sessionId)));
-  link.href = sessionHref(card.sessionId);
-  link.dataset.focusKey = 'link';
-  const heading = el('h3', 'card-heading');
-  heading.append(link);
-  const badge = el('span', `state-badge state-${state.key}`, state.text);
-  head.append(heading, badge);
+  // The head (the link to the session) stays the same element through redraws: a click
+  // whose press and release straddle a redraw would otherwise land on two different links,
+  // and the browser follows neither.
+  const head = drawHead(node, card, state);
 
   const facts = el('p', 'card-facts');
   const clients = Array.isArray(card.clients) ? card.clients : [];
@@ -352,7 +348,40 @@ function drawCard(node, card) {
     answer.tabIndex = 0;
     body.append(answer);
   }
-  node.replaceChildren(head, facts, body);
+  if (node.firstElementChild === head) {
+    while (head.nextSibling) head.nextSibling.remove();
+    node.append(facts, body);
+  } else {
+    node.replaceChildren(head, facts, body);
+  }
+}
+
+/**
+ * A card's head: the link to the session and the state badge, updated in place once drawn.
+ * @param {HTMLElement} node
+ * @param {Card} card
+ * @param {{ key: string, text: string }} state
+ * @returns {HTMLElement}
+ */
+function drawHead(node, card, state) {
+  let head = /** @type {HTMLElement | null} */ (node.querySelector(':scope > .card-head'));
+  if (!head) {
+    head = el('div', 'card-head');
+    const link = el('a', 'card-title');
+    link.dataset.focusKey = 'link';
+    const heading = el('h3', 'card-heading');
+    heading.append(link);
+    head.append(heading, el('span'));
+  }
+  const link = /** @type {HTMLAnchorElement} */ (head.querySelector('a.card-title'));
+  const title = String(card.title || card.sessionId);
+  if (link.textContent !== title) link.textContent = title;
+  const href = sessionHref(card.sessionId);
+  if (link.getAttribute('href') !== href) link.href = href;
+  const badge = /** @type {HTMLElement} */ (head.lastElementChild);
+  badge.className = `state-badge state-${state.key}`;
+  if (badge.textContent !== state.text) badge.textContent = state.text;
+  return head;
 }
 
 /**
