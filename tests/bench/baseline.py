@@ -11,9 +11,11 @@ The wire protocol is a tiny JSON-RPC subset so that the load generator drives it
   where ``S`` is the group's last seq (the next frame carries ``S + 1``);
 - ``stream {groups, rate, count, size, starts?}``: broadcast ``count`` frames to each group at
   ``rate`` frames per second per group (``0``: as fast as possible), group ``i``'s first at
-  ``starts[i]`` (``CLOCK_MONOTONIC`` seconds; default: at once); answered at once.
+  ``starts[i]`` (``CLOCK_MONOTONIC`` seconds; default: at once); answered at once. The
+  frames come from a feed, a process of their own (``feed.py``), as the hub's come from the
+  bench agent.
 
-Run: ``python -m tests.bench.baseline [--port 0] [--no-uvloop]``; prints
+Run: ``python -m tests.bench.baseline [--port 0] [--no-uvloop] [--feed-cpus 1]``; prints
 ``baseline: listening on http://127.0.0.1:PORT`` once ready.
 """
 
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import heapq
 import json
 import sys
 from collections import defaultdict
@@ -31,65 +32,50 @@ from websockets.asyncio.server import ServerConnection, broadcast, serve
 from websockets.exceptions import ConnectionClosed
 
 from tests.bench import loop
-from tests.bench.payload import TICK, baseline_frame, now
+from tests.bench.payload import baseline_tail
 
 __all__ = ["main"]
 
 _groups: defaultdict[str, set[ServerConnection]] = defaultdict(set)
 _seqs: defaultdict[str, int] = defaultdict(int)
 _tasks: set[asyncio.Task[None]] = set()
+FEED_CPUS: list[int] = []
+"""Where the feeds run (``--feed-cpus``; empty: wherever the kernel likes)."""
 
 
-async def _emit(
-    groups: list[str], rate: float, count: int, size: int, starts: list[float] | None = None
+async def _relay(
+    groups: list[str], rate: float, count: int, size: int, starts: list[float] | None
 ) -> None:
-    """Broadcast ``count`` frames to each group; at ``rate`` per group, or as fast as possible.
+    """Broadcast what a feed (``feed.py``) makes for ``groups``: ``count`` frames each, at
+    ``rate`` per group (``0``: as fast as possible), group ``i``'s first at ``starts[i]``.
 
-    Group ``i``'s frame ``k`` (from 0) falls due at ``starts[i] + k / rate``; each
-    sleep lasts until the next frame is due, but at least ``TICK`` (as the bench agent's), and
-    every frame due by then goes out: first all
-    of them are built (each stamped as it is built), then broadcast in order, as the bench
-    agent builds every due update (each stamped) and writes them to the hub in one write.
-    So in both servers an update's latency counts from when it was made, and the updates
-    made in the same instant wait for each other's delivery.
+    The feed runs on ``FEED_CPUS`` (the load generator's core, where the bench agent runs for
+    the hub), stamps every update as it makes it and writes those due together in one write;
+    this reads them from its pipe, appends each group's next seq and broadcasts them in order,
+    as the hub reads the bench agent's lines and fans them out. So in both servers an
+    update's latency counts from when another process made it, stalls of the server included.
     """
-    start = now()
-    if rate <= 0:
-        n = 0
-        while n < count:
-            for _ in range(min(count, n + 100) - n):
-                n += 1
-                for group in groups:
-                    _send(group, n, size)
-            await asyncio.sleep(0)
-        return
-    firsts = starts or [start] * len(groups)
-    sent = [0] * len(groups)
-    due = [(firsts[i], i) for i in range(len(groups))]
-    heapq.heapify(due)
-    while due:
-        t = now()
-        made: list[tuple[str, bytes]] = []
-        while due and due[0][0] <= t:
-            _, i = heapq.heappop(due)
-            sent[i] += 1
-            made.append(_make(groups[i], sent[i], size))
-            if sent[i] < count:
-                heapq.heappush(due, (firsts[i] + sent[i] / rate, i))
-        for group, frame in made:
-            broadcast(_groups[group], frame, text=True)
-        if due:
-            await asyncio.sleep(max(TICK, due[0][0] - now()))
-
-
-def _make(group: str, n: int, size: int) -> tuple[str, bytes]:
-    seq = _seqs[group] + 1
-    _seqs[group] = seq
-    return group, baseline_frame(group, seq, n, size)
-
-
-def _send(group: str, n: int, size: int) -> None:
-    broadcast(_groups[group], _make(group, n, size)[1], text=True)
+    spec = {"groups": groups, "rate": rate, "count": count, "size": size, "starts": starts}
+    spec["cpus"] = FEED_CPUS
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.bench.feed", json.dumps(spec), stdout=asyncio.subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    rest = b""
+    try:
+        while chunk := await proc.stdout.read(1 << 16):
+            lines = (rest + chunk).split(b"\n")
+            rest = lines.pop()
+            for line in lines:
+                index, body = line.split(b" ", 1)
+                group = groups[int(index)]
+                seq = _seqs[group] + 1
+                _seqs[group] = seq
+                broadcast(_groups[group], body + baseline_tail(seq), text=True)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
 
 
 async def _handler(ws: ServerConnection) -> None:
@@ -105,9 +91,9 @@ async def _handler(ws: ServerConnection) -> None:
                 joined.append(group)
                 result = {"_meta": {"acp-hub": {"seq": _seqs[group], "epoch": "e1"}}}
             elif request["method"] == "stream":
-                # The emitter outlives this handler's iteration; it is kept referenced here.
+                # The relay outlives this handler's iteration; it is kept referenced here.
                 task = asyncio.get_running_loop().create_task(
-                    _emit(
+                    _relay(
                         [str(g) for g in params["groups"]],
                         float(params["rate"]),
                         int(params["count"]),
@@ -149,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ping-interval", type=float, help="keepalive pings every so many seconds (S12)"
     )
+    parser.add_argument("--feed-cpus", default="", help="comma-separated CPUs for the feeds")
     args = parser.parse_args(argv)
+    FEED_CPUS[:] = [int(c) for c in args.feed_cpus.split(",") if c]
     try:
         if args.no_uvloop:
             asyncio.run(_serve(args.host, args.port, args.ping_interval))

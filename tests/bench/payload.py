@@ -1,9 +1,9 @@
 """The bench payload: update text that carries a sequence number and a send timestamp.
 
-Both servers under test (the hub fed by ``agent.py``, and ``baseline.py``) put the same marker
-in the text of an ``agent_message_chunk``: ``@n=<number>@ts=<monotonic seconds>@`` followed by
-padding. The load generator finds the markers with ``bytes.find`` instead of decoding JSON,
-so that parsing stays cheaper than the server's work.
+Both servers under test (the hub fed by ``agent.py``, the baseline by ``feed.py``) get the
+same marker in the text of an ``agent_message_chunk``: ``@n=<number>@ts=<monotonic seconds>@``
+followed by padding. The load generator finds the markers with ``bytes.find`` instead of
+decoding JSON, so that parsing stays cheaper than the server's work.
 
 ``time.monotonic`` is ``CLOCK_MONOTONIC`` on Linux: one clock for every process on the machine,
 so a timestamp written by the agent process can be compared with the load generator's clock.
@@ -17,7 +17,8 @@ __all__ = [
     "HUB_META_ESTIMATE",
     "TICK",
     "TS_MARK",
-    "baseline_frame",
+    "baseline_body",
+    "baseline_tail",
     "chunk_update",
     "marker",
     "now",
@@ -34,12 +35,13 @@ now = time.monotonic
 
 TICK = 0.001
 """The shortest sleep of both update generators (the bench agent's scheduler and the
-baseline's emitter): updates that fall due within it are made, stamped and sent together.
+baseline's feed): updates that fall due within it are made, stamped and sent together.
 
 One value for both, so that both servers get the same bursts. Without it the baseline's
-emitter, on uvloop (whose timers count whole milliseconds), spun through sub-millisecond
-sleeps between phased streams' updates: a core kept busy, and every update made alone at its
-own instant, while the agent's went to the hub a millisecond's worth at a time.
+emitter of before the feed, on uvloop (whose timers count whole milliseconds), spun through
+sub-millisecond sleeps between phased streams' updates: a core kept busy, and every update
+made alone at its own instant, while the agent's went to the hub a millisecond's worth at a
+time.
 """
 
 
@@ -62,18 +64,26 @@ def chunk_update(message_id: str, text: str) -> dict[str, object]:
     }
 
 
-def baseline_frame(group: str, seq: int, n: int, size: int) -> bytes:
-    """A frame shaped like the hub's ``session/update``, stamped now, about ``size`` bytes.
+_BASELINE_TAIL = '"}},"_meta":{"acp-hub":{"seq":%d,"epoch":"e1"}}}}'
 
-    The baseline server builds one of these per update and broadcasts the same bytes to every
-    connection of the group. String formatting, not a JSON encoder: the baseline is the
-    practical limit, so its per-update work is kept minimal.
+
+def baseline_body(group: str, n: int, size: int) -> bytes:
+    """The baseline's frame for update ``n`` of ``group``, stamped now, without its tail:
+    shaped like the hub's ``session/update``, about ``size`` bytes with the tail.
+
+    The feed (``feed.py``) makes these and the baseline appends ``baseline_tail(seq)``, as the
+    bench agent makes the hub's updates and the hub adds the seq. String formatting, not a
+    JSON encoder: the baseline is the practical limit, so its per-update work is kept minimal.
     """
     head = (
         '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"' + group + '",'
         '"update":{"sessionUpdate":"agent_message_chunk","messageId":"m1",'
         '"content":{"type":"text","text":"'
     )
-    tail = '"}},"_meta":{"acp-hub":{"seq":' + str(seq) + ',"epoch":"e1"}}}}'
-    text = pad_text(marker(n, now()), len(head) + len(tail), size)
-    return (head + text + tail).encode()
+    overhead = len(head) + len(_BASELINE_TAIL % 100_000)
+    return (head + pad_text(marker(n, now()), overhead, size)).encode()
+
+
+def baseline_tail(seq: int) -> bytes:
+    """What closes a ``baseline_body``: the rest of the update and the group's ``seq``."""
+    return (_BASELINE_TAIL % seq).encode()

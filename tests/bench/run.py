@@ -444,7 +444,9 @@ def run_one(
     redis: RedisServer | None = None
     try:
         if kind == "baseline":
-            server = start_baseline(log, place.server, ping_interval=params.get("ping_interval"))
+            server = start_baseline(
+                log, place.server, place.agent, ping_interval=params.get("ping_interval")
+            )
         else:
             config = logs / f"{name}-hub.toml"
             settings = {**HUB_CONFIG, **params.get("hub_config", {})}
@@ -1012,9 +1014,15 @@ def report(
         "## Method",
         "",
         "- **Baseline**: `tests/bench/baseline.py`, a minimal server on the `websockets` library",
-        "  that builds each frame once and sends it to every connection of a group with",
-        "  `websockets.broadcast()` (no compression, no pings, no log, no backpressure): the",
-        "  practical limit for fan-out in Python on this machine.",
+        "  that reads each update from a pipe, adds its seq and sends the same bytes to every",
+        "  connection of a group with `websockets.broadcast()` (no compression, no pings, no",
+        "  log, no backpressure): the practical limit for fan-out in Python on this machine.",
+        "  Its updates come from a feed (`tests/bench/feed.py`), a process on the load",
+        "  generator's core that makes and stamps them as the bench agent makes the hub's, so",
+        "  that both servers are timed from the same point: an update stamped by another",
+        "  process, read from a pipe, sent on. (Before the twenty-first measurements the",
+        "  baseline made its updates itself: a stall of its own came before the stamp and did",
+        "  not count, and its load generator's core carried no agent.)",
         "- **Hub**: the whole product, `acp-hub serve` with",
         '  `--agent bench="python tests/bench/agent.py"`; the bench agent (ACP v2 over stdio)',
         "  writes `agent_message_chunk` updates whose text starts with its own number and a",
@@ -1035,8 +1043,9 @@ def report(
         "  `open_many` in `tests/bench/targets.py`), so that presence counts them rather than",
         "  listing each (before the sixth measurements they attached as owners, each one's join",
         "  a record sent to every client already there).",
-        "- **Placement**: the server on one core, the load generator and the bench agent on the",
-        "  other (`os.sched_setaffinity`; the agent pins itself, `agent.py --cpus`); open-file",
+        "- **Placement**: the server on one core, the load generator and the bench agent (the",
+        "  baseline's feed) on the other (`os.sched_setaffinity`; the agent and the feed pin",
+        "  themselves, `agent.py --cpus`, `baseline.py --feed-cpus`); open-file",
         "  limits raised with `resource.setrlimit`. S9's flooder and S4's late joiner stand for",
         "  clients on other machines: each runs in a process of its own on the load",
         "  generator's core at nice 19 (`flood.py`, `joiner.py`), so that reading what the hub",
@@ -1046,10 +1055,9 @@ def report(
         "  on the machine's one clock, the same instants for both servers: in S2 all at once",
         "  (every session's update n falls due in the same instant), in S2-phased each at its",
         "  own random phase within one period. Both generators (the bench agent's scheduler",
-        "  and the baseline's emitter) sleep at least a millisecond (`TICK` in",
-        "  `tests/bench/payload.py`), and both stamp every update due by then as they make it,",
-        "  before any is delivered: the agent writes them to the hub in one write, the",
-        "  baseline broadcasts them once it has built them all. (Before the fourteenth",
+        "  and the baseline's feed) sleep at least a millisecond (`TICK` in",
+        "  `tests/bench/payload.py`), and both stamp every update due by then as they make it",
+        "  and write them all in one write. (Before the fourteenth",
         "  measurements the baseline's emitter had no such floor: on uvloop, whose timers",
         "  count whole milliseconds, it spun between phased updates, which kept its core busy",
         "  and sent each update alone.)",
@@ -1167,7 +1175,10 @@ def _details(o: Outcome) -> list[str]:
             load = ", ".join(format(w["loadgen_cpu"], ".0%") for w in windows)
             beside = "".join(
                 f", the {name}'s " + ", ".join(format(w[f"{key}_cpu"], ".0%") for w in windows)
-                for key, name in (("agent", "bench agent"), ("redis", "Redis server"))
+                for key, name in (
+                    ("agent", "bench agent" if kind != "baseline" else "feed"),
+                    ("redis", "Redis server"),
+                )
                 if all(f"{key}_cpu" in w for w in windows)
             )
             out.append(

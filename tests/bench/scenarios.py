@@ -168,14 +168,14 @@ async def _window(
     size: int,
     phased: bool = False,
     pids: Sequence[int] = (),
-    beside: dict[str, Sequence[int]] | None = None,
+    beside: dict[str, Callable[[], Sequence[int]]] | None = None,
 ) -> dict[str, float]:
     """Stream for ``seconds`` at ``rate``; measure after ``warmup``; wait for the drain.
 
     With ``pids`` (the servers' processes), the figures also hold the CPU those processes
     used per second of the window (``server_cpu``; 1.0 is one core busy); with ``beside``,
-    that of other processes by name (``NAME_cpu``: the bench agent and Redis, which share
-    the load generator's core).
+    that of other processes by name (``NAME_cpu``: the bench agent or the baseline's feed, and
+    Redis, which share the load generator's core), each found once the stream has started.
 
     Several sessions start together, a quarter of a second after the call, on the same
     clock in both servers: in step (every session's update ``n`` due in the same instant),
@@ -195,7 +195,8 @@ async def _window(
     await target.stream(sessions, rate, count, size, starts=starts)
     await asyncio.sleep(warmup)
     # Each group of processes whose CPU is read over the window, by name (``NAME_cpu``).
-    groups = {name: list(g) for name, g in {"server": pids, **(beside or {})}.items() if g}
+    found = {name: find() for name, find in (beside or {}).items()}
+    groups = {name: list(g) for name, g in {"server": pids, **found}.items() if g}
     before = {name: cpu_seconds(group) for name, group in groups.items()}
     cpu0, t0 = time.process_time(), now()
     recorder.start()
@@ -289,11 +290,14 @@ async def s2_wide(target: Target, p: Params, server_pid: int) -> Result:
         p["size"],
         bool(p.get("phased", False)),
         # The server's own CPU over the window: how near its core's limit the rate is. And
-        # what shares the load generator's core: the hub's bench agent (the baseline makes
-        # its updates in its own process) and Redis (S2-store), so that a figure taken while
-        # the process that times it had no core to spare shows as such.
+        # what shares the load generator's core: the process that makes the updates (the
+        # hub's bench agent, the baseline's feed) and Redis (S2-store), so that a figure
+        # taken while the process that times it had no core to spare shows as such.
         pids=(server_pid,),
-        beside={"agent": children([server_pid]), "redis": p.get("redis_pids", [])},
+        beside={
+            "agent": lambda: children([server_pid]),
+            "redis": lambda: p.get("redis_pids", []),
+        },
     )
     # Each step's figures, as the best step's above: alike in shape only.
     return {

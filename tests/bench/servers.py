@@ -163,11 +163,17 @@ def _start(
 
 
 def start_baseline(
-    log: Path, cpus: set[int] | None, *, ping_interval: float | None = None
+    log: Path,
+    cpus: set[int] | None,
+    feed_cpus: set[int] | None = None,
+    *,
+    ping_interval: float | None = None,
 ) -> Server:
-    """The baseline broadcast server on an ephemeral loopback port (keepalive pings every
-    ``ping_interval`` seconds when given, else none)."""
+    """The baseline broadcast server on an ephemeral loopback port, its feeds on
+    ``feed_cpus`` (keepalive pings every ``ping_interval`` seconds when given, else none)."""
     argv = [sys.executable, "-m", "tests.bench.baseline", "--host", "127.0.0.1", "--port", "0"]
+    if feed_cpus:
+        argv += ["--feed-cpus", ",".join(str(c) for c in sorted(feed_cpus))]
     if ping_interval is not None:
         argv += ["--ping-interval", str(ping_interval)]
     return _start("baseline", argv, log, cpus, {})
