@@ -55,8 +55,14 @@ async def _relay(
     as the hub reads the bench agent's lines and fans them out. So in both servers an
     update's latency counts from when another process made it, stalls of the server included.
     """
-    spec = {"groups": groups, "rate": rate, "count": count, "size": size, "starts": starts}
-    spec["cpus"] = FEED_CPUS
+    spec = {
+        "groups": groups,
+        "rate": rate,
+        "count": count,
+        "size": size,
+        "starts": starts,
+        "cpus": FEED_CPUS,
+    }
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tests.bench.feed", json.dumps(spec), stdout=asyncio.subprocess.PIPE
     )

@@ -29,12 +29,6 @@ import os
 import sys
 import time
 
-if not __package__:
-    # Run as ``python tests/bench/feed.py``: make the repository importable.
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from tests.bench.payload import TICK, baseline_body, now
 
 __all__ = ["main"]

@@ -65,6 +65,8 @@ def chunk_update(message_id: str, text: str) -> dict[str, object]:
 
 
 _BASELINE_TAIL = '"}},"_meta":{"acp-hub":{"seq":%d,"epoch":"e1"}}}}'
+_BASELINE_TAIL_LEN = len(_BASELINE_TAIL % 100_000)
+"""About what the tail takes (a six-digit seq), for the padding of a body."""
 
 
 def baseline_body(group: str, n: int, size: int) -> bytes:
@@ -80,8 +82,7 @@ def baseline_body(group: str, n: int, size: int) -> bytes:
         '"update":{"sessionUpdate":"agent_message_chunk","messageId":"m1",'
         '"content":{"type":"text","text":"'
     )
-    overhead = len(head) + len(_BASELINE_TAIL % 100_000)
-    return (head + pad_text(marker(n, now()), overhead, size)).encode()
+    return (head + pad_text(marker(n, now()), len(head) + _BASELINE_TAIL_LEN, size)).encode()
 
 
 def baseline_tail(seq: int) -> bytes:
