@@ -15,6 +15,7 @@ from tests.support import ROOT
 # The shared harness's names, imported by every test module that uses them.
 from tests.web.harness import (
     Hub,
+    open_as,
     screenshot,
     send_prompt,
     start_session,
@@ -116,6 +117,35 @@ def test_viewers_see_cards_but_neither_answers_nor_the_start_form(
     card(viewer, session).get_by_role("link").click()
     viewer.wait_for_url(f"**/s/{session}?role=viewer")
     viewer.wait_for_selector("[data-connection=ready]")
+
+
+def test_a_cards_permission_buttons_stay_through_its_redraws(hub: Hub, new_page: NewPage) -> None:
+    driver = new_page()
+    session = start_session(driver, hub.url, query="?name=frank")
+    send_prompt(driver, "wait for my permission")
+    driver.locator(".permission-dialog").wait_for()
+    dashboard = open_dashboard(new_page(), hub, "?role=approver&name=ann")
+    waiting = card(dashboard, session)
+    allow = waiting.get_by_role("button", name=re.compile("^Allow once"))
+    allow.wait_for()
+    button = f".card[data-session-id='{session}'] .card-permission button"
+    dashboard.evaluate("(b) => { window.__button = document.querySelector(b); }", button)
+    # Someone else opens the session: the card is drawn again (its watchers), around the
+    # same buttons, so that a click whose press and release straddle the redraw still counts.
+    open_as(new_page(), hub.url, session, "?role=viewer&name=gus")
+    expect(waiting.locator(".card-watchers")).to_contain_text("2 watching")
+    assert dashboard.evaluate("(b) => document.querySelector(b) === window.__button", button)
+    # Pressed before a redraw, released after it: the answer still goes.
+    allow.hover()
+    dashboard.mouse.down()
+    open_as(new_page(), hub.url, session, "?role=viewer&name=hal")
+    expect(waiting.locator(".card-watchers")).to_contain_text("3 watching")
+    dashboard.mouse.up()
+    expect(waiting.locator(".state-badge")).not_to_have_text("waiting for permission")
+    wait_idle(driver)
+    expect(driver.locator(".panel-permissions .perm-resolved")).to_contain_text(
+        "Allow once by ann (approver)"
+    )
 
 
 def test_the_start_form_offers_the_workspace_roots(hub: Hub, new_page: NewPage) -> None:

@@ -333,27 +333,66 @@ function drawCard(node, card) {
   if (card.queued) facts.append(el('span', 'card-queued', `${card.queued} queued`));
   facts.append(el('span', 'card-cwd', String(card.cwd ?? '')));
 
-  // The card's body: while a request waits, what it asks (in place of the answer, which is
-  // the previous turn's); else the last lines of the answer, as plain text.
-  const body = el('div', 'card-body');
-  if (isWaiting(card)) {
-    body.dataset.shows = 'request';
-    for (const pending of card.pendingPermissions ?? []) body.append(drawPending(card, pending));
-  } else if (card.answer) {
-    body.dataset.shows = 'answer';
-    const answer = el('div', 'card-answer', plainText(card.answer));
-    answer.setAttribute('role', 'region');
-    answer.setAttribute('aria-label', `Latest answer of ${String(card.agent ?? 'the agent')}`);
-    // It may scroll: reachable with the keyboard.
-    answer.tabIndex = 0;
-    body.append(answer);
-  }
+  const body = drawBody(node, card);
   if (node.firstElementChild === head) {
-    while (head.nextSibling) head.nextSibling.remove();
-    node.append(facts, body);
+    // Everything between the head and the body is drawn anew; both of those are kept.
+    while (head.nextSibling && head.nextSibling !== body) head.nextSibling.remove();
+    node.insertBefore(facts, body.parentNode === node ? body : null);
+    if (body.parentNode !== node) node.append(body);
   } else {
     node.replaceChildren(head, facts, body);
   }
+}
+
+/**
+ * A card's body: while a request waits, what it asks (in place of the answer, which is the
+ * previous turn's); else the last lines of the answer, as plain text. The body, each pending
+ * request's box (its buttons) and the answer stay the same elements through redraws, as the
+ * head does: a card is drawn again whenever its session changes (someone attaches, the
+ * answer grows, the dashboard attaches to answer), and a click whose press and release
+ * straddled a redraw landed on two different buttons and answered nothing; an answer under
+ * way lost its disabled buttons.
+ * @param {HTMLElement} node
+ * @param {Card} card
+ * @returns {HTMLElement}
+ */
+function drawBody(node, card) {
+  const body = /** @type {HTMLElement} */ (node.querySelector(':scope > .card-body') ?? el('div', 'card-body'));
+  /** @type {HTMLElement[]} */
+  let children;
+  if (isWaiting(card)) {
+    body.dataset.shows = 'request';
+    /** @type {Map<string, HTMLElement>} */
+    const kept = new Map();
+    for (const box of body.querySelectorAll(':scope > .card-permission')) {
+      const element = /** @type {HTMLElement} */ (box);
+      // Drawn for another role (the page reconnected with other rights): drawn again.
+      if (element.dataset.role === role) kept.set(String(element.dataset.permissionId), element);
+    }
+    children = (card.pendingPermissions ?? []).map(
+      (/** @type {any} */ pending) => kept.get(String(pending?.permissionId)) ?? drawPending(card, pending),
+    );
+  } else if (card.answer) {
+    body.dataset.shows = 'answer';
+    let answer = /** @type {HTMLElement | null} */ (body.querySelector(':scope > .card-answer'));
+    if (!answer) {
+      answer = el('div', 'card-answer');
+      answer.setAttribute('role', 'region');
+      // It may scroll: reachable with the keyboard.
+      answer.tabIndex = 0;
+    }
+    answer.setAttribute('aria-label', `Latest answer of ${String(card.agent ?? 'the agent')}`);
+    const text = plainText(card.answer);
+    if (answer.textContent !== text) answer.textContent = text;
+    children = [answer];
+  } else {
+    delete body.dataset.shows;
+    children = [];
+  }
+  if (children.length !== body.children.length || children.some((child, i) => body.children[i] !== child)) {
+    body.replaceChildren(...children);
+  }
+  return body;
 }
 
 /**
@@ -392,6 +431,8 @@ function drawHead(node, card, state) {
  */
 function drawPending(card, pending) {
   const box = el('div', 'card-permission');
+  box.dataset.permissionId = String(pending?.permissionId);
+  box.dataset.role = role;
   box.setAttribute('role', 'group');
   const title = String(pending?.title ?? 'the agent asks');
   box.setAttribute('aria-label', `Permission: ${title}`);
