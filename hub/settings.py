@@ -120,7 +120,8 @@ class Settings:
     Empty: the local address each connection's ``initialize`` arrived at."""
     snapshot_events: int = 1000
     """A durable store keeps a compacted snapshot of a session every this many events (and
-    at a clean shutdown); a restart folds the snapshot and the events after it."""
+    at a clean shutdown), each session at its own phase (``hub.sessions.session
+    .snapshot_phase``); a restart folds the snapshot and the events after it."""
 
     # The session log.
     retained_events: int = 50_000

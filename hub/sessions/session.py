@@ -29,6 +29,7 @@ the narrow protocol of ``hub.sessions.host``, never this class.
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -90,6 +91,18 @@ GROWING_VARIANTS: Final = frozenset(
 snapshot or a whole record): what ``Session.state_bytes`` counts."""
 
 
+def snapshot_phase(session_id: str, every: int) -> int:
+    """Where in each run of ``every`` events session ``session_id`` takes its snapshot: it
+    snapshots after the events whose ``seq + phase`` is a multiple of ``every``.
+
+    Each session has its own phase (a hash of its id, the same on every node and at every
+    start), so that sessions that advance in step (a fleet of agents started together, a
+    benchmark's streams) do not all compact their state and write it in the same instant.
+    ``0`` when ``every`` is not positive (no snapshots).
+    """
+    return zlib.crc32(session_id.encode()) % every if every > 0 else 0
+
+
 class Session(CoreViews):
     """One shared session on one agent; see the module docstring.
 
@@ -142,6 +155,7 @@ class Session(CoreViews):
         # memory store the fan-out's path pays one falsy test.
         self._store = store if store is not None and store.durable else None
         self._snapshot_every = settings.snapshot_events if self._store is not None else 0
+        self._snapshot_phase = snapshot_phase(session_id, self._snapshot_every)
         self.ready: anyio.Event | None = None
         """While a restored session waits for its agent to take it back: set once it did
         (or could not); prompts wait for it."""
@@ -269,7 +283,7 @@ class Session(CoreViews):
         core.log.append_row(
             seq, message_id if isinstance(message_id, str) else None, v2, v1, v1_hub, origin
         )
-        if self._snapshot_every and seq % self._snapshot_every == 0:
+        if self._snapshot_every and (seq + self._snapshot_phase) % self._snapshot_every == 0:
             self.snapshot()
         deliveries, delivered = core.fan_out(v2, v1, v1_hub, origin)
         # Counted once per event, not per client (hub.sessions.metrics).
@@ -574,4 +588,4 @@ class Session(CoreViews):
         )
 
 
-__all__ = ["Attachment", "Replay", "Session", "SessionFailure", "Spawner"]
+__all__ = ["Attachment", "Replay", "Session", "SessionFailure", "Spawner", "snapshot_phase"]

@@ -19,7 +19,9 @@ import anyio
 import pytest
 
 from hub.protocol.state import SessionState
+from hub.sessions.session import snapshot_phase
 from hub.store import open_store
+from hub.store.base import Snapshot, Store
 from tests.hubproc import hub_process, scripted
 from tests.redis_server import RedisServer
 from tests.server.harness import AcpClient, RpcFailure, acp_client
@@ -115,6 +117,15 @@ async def stored_up_to(store_url: str, session_id: str, seq: int) -> None:
             # Another process's write: there is nothing to wait on but the store itself.
             while await store.read_after(session_id, seq - 1) is None:  # noqa: ASYNC110
                 await anyio.sleep(0.02)
+
+
+async def snapshot_from(store: Store, session_id: str, seq: int) -> Snapshot:
+    """The stored snapshot of ``session_id`` once it is as of event ``seq`` or later."""
+    with anyio.fail_after(20):
+        # Another process's write: there is nothing to wait on but the store itself.
+        while (snap := await store.latest_snapshot(session_id)) is None or snap.seq < seq:  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+    return snap
 
 
 async def first_turn(url: str, cwd: Path) -> tuple[str, int, int, SessionState]:
@@ -222,6 +233,43 @@ async def test_crash_continues_under_a_new_epoch(tmp_path: Path, store_url: str)
             await ahead.wait_for(lambda: ahead.last_seq(session_id) >= last)
             assert ahead.fold(session_id).snapshot() == state.snapshot()
         assert await hub.interrupt() == 0
+
+
+async def test_periodic_snapshots_fall_at_each_sessions_phase_and_rebuild_it(
+    tmp_path: Path,
+) -> None:
+    store_url = f"sqlite:///{tmp_path}/hub.db"
+    every = 4
+    agent = resumable_agent(tmp_path)
+    async with (
+        hub_process(tmp_path, store_url, agent, hub={**NODE, "snapshot_events": every}) as hub,
+        acp_client(hub.url) as client,
+    ):
+        # Sessions until two have different phases (a quarter of pairs share one).
+        sessions = [await client.new_session(cwd=str(tmp_path))]
+        while len({snapshot_phase(s, every) for s in sessions}) < 2:
+            sessions.append(await client.new_session(cwd=str(tmp_path)))
+        sessions = [sessions[0], sessions[-1]]
+        for session_id in sessions:
+            await client.prompt(session_id, "\n".join(f"say line {n}" for n in range(6)))
+        await client.wait_for(lambda: all(client.idle_count(s) == 1 for s in sessions))
+        before = {s: client.fold(s).snapshot()["timeline"] for s in sessions}
+        store = open_store(store_url)
+        async with store.running():
+            for session_id in sessions:
+                last = client.last_seq(session_id)
+                phase = snapshot_phase(session_id, every)
+                due = max(n for n in range(1, last + 1) if (n + phase) % every == 0)
+                snap = await snapshot_from(store, session_id, due)
+                assert snap.seq == due, (snap.seq, due, phase)
+        await hub.kill()
+    # A crash: the restart folds each session's snapshot and the events after it.
+    async with hub_process(tmp_path, store_url, agent, hub=NODE) as hub:
+        for session_id in sessions:
+            state, _ = await replay_state(hub.url, session_id)
+            assert state.snapshot()["timeline"] == before[session_id]
+        assert await hub.interrupt() == 0
+        assert "Traceback" not in hub.log()
 
 
 async def test_a_session_the_agent_cannot_take_back_is_lost(tmp_path: Path) -> None:
