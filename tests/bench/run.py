@@ -654,12 +654,20 @@ WIDE = ("S2", "S2-phased", "S2-store")
 baseline saturates at on that shape (``_saturate_wide``)."""
 
 
+WIDE_P99_MS = 25.0
+"""The p99 under which the baseline's rung counts as held in ``_saturate_wide``: no queue
+built up (S2's windows at half of it have a p99 of a few ms). S2-scale's own limit, 250 ms,
+measures the most a server delivers, not what it sustains: in a 2 s rung the baseline
+"held" 116 updates/s per session with a p99 of 203 ms (49 ms at 93/s, 4 ms at 74.5/s)."""
+
+
 def wide_calibration(table: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The parameters of ``_saturate_wide``'s ramp: S2-scale's from two rungs higher (in
     full, from 19.5 updates/s per session; both servers held twice that at under 75% of
-    their core)."""
+    their core), a rung held while the p99 stays under ``WIDE_P99_MS``."""
     params = dict(table["S2-scale"])
     params["start_rate"] = params["start_rate"] * params["factor"] ** 2
+    params["p99_limit_ms"] = WIDE_P99_MS
     return params
 
 
@@ -667,9 +675,9 @@ def _saturate_wide(
     table: dict[str, dict[str, Any]], place: Placement, logs: Path, budget: float
 ) -> dict[str, Any]:
     """The baseline's saturation on S2's shape: S2-scale's ramp (each session at its own
-    phase, rungs 1.25x apart, until a rung misses: p99 over 250 ms or under 90% delivered)
-    run once against the baseline; the highest rung it held, per session (``0`` if not even
-    the first), and the calibration in words.
+    phase, rungs 1.25x apart, until a rung misses: p99 over ``WIDE_P99_MS`` or under 90%
+    delivered) run once against the baseline; the highest rung it held, per session (``0``
+    if not even the first), and the calibration in words.
 
     Up to the twenty-second measurements the S2 family ran at half the baseline's S1
     deliveries/s, spread over its observers. S1 is one session's fan-out, which costs a
@@ -1110,8 +1118,9 @@ def report(
         "  and sent each update alone.)",
         "- **S2's rate**: S2, S2-phased and S2-store run at half the rate per session at",
         "  which the baseline saturates on their shape: before S2, S2-scale's ramp runs once",
-        "  against the baseline (`_saturate_wide` in `tests/bench/run.py`; the rung it held",
-        "  last is in each one's parameters, `calibration`). Up to the twenty-second",
+        "  against the baseline, from its third rung, each rung held while the baseline's p99",
+        "  stays under 25 ms (`_saturate_wide` in `tests/bench/run.py`; the rungs are in each",
+        "  one's parameters, `calibration`). Up to the twenty-second",
         "  measurements they ran at half the baseline's S1 deliveries/s, spread over their",
         "  observers; in a first attempt at the twenty-third that was 81 updates/s per",
         "  session (S1's baseline at 145,000 and 180,000 deliveries/s), past both servers'",
