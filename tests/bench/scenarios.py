@@ -230,11 +230,13 @@ async def _ramp(
     phased: bool = False,
     pids: Sequence[int] = (),
 ) -> tuple[list[dict[str, float]], dict[str, float]]:
-    """Raise the rate by ``factor`` per step until a step misses (p99 over the limit, not
-    drained, a close, or under 90% of the offered deliveries); the steps and the best one."""
+    """Raise the rate by ``factor`` per step until ``p["misses"]`` steps in a row miss
+    (default 1; a miss: p99 over the limit, not drained, a close, or under 90% of the
+    offered deliveries); the steps and the best step that held."""
     steps: list[dict[str, float]] = []
     best: dict[str, float] | None = None
     rate = float(p["start_rate"])
+    missed = 0
     for _ in range(p["max_steps"]):
         step = await _window(
             target,
@@ -251,9 +253,10 @@ async def _ramp(
         steps.append(step)
         ok = step["p99_ms"] < p["p99_limit_ms"] and step["drained"] and not step["closed"]
         ok = ok and step["deliveries_per_s"] >= 0.9 * step["offered_per_s"]
-        if not ok:
+        missed = 0 if ok else missed + 1
+        if missed >= p.get("misses", 1):
             break
-        if best is None or step["deliveries_per_s"] > best["deliveries_per_s"]:
+        if ok and (best is None or step["deliveries_per_s"] > best["deliveries_per_s"]):
             best = step
         rate *= p["factor"]
     return steps, best or {"deliveries_per_s": 0.0, "p99_ms": float("nan"), "rate": 0.0}
