@@ -28,6 +28,7 @@ from tests.bench.run import (
     MACHINE_ENTRY,
     QUICK,
     STORES,
+    WIDE,
     Outcome,
     _verdict,
     problems,
@@ -252,6 +253,11 @@ def test_quick_bench_runs_the_scenario_correctly(tmp_path: Path, name: str) -> N
         assert result["correctness"]["observers"] > 0
     if name in CHECKS:
         CHECKS[name](run)
+    if name in WIDE:
+        # The rate is half of the highest rung the baseline held on S2's shape, this run's.
+        params = outcomes[0]["params"]
+        held = float(params["calibration"].split("held up to ")[1].split("/s")[0])
+        assert params["rate"] == pytest.approx(held / 2, rel=0.05), params
     assert done.returncode == 0, log
     if name == "S8":
         # A report rendered later from the file states the runs' machine, date and load
