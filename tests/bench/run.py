@@ -612,13 +612,15 @@ def run_all(
         params = dict(table[name])
         if "rates" in params:
             params = _calibrate(name, params, place, logs, budget, servers)
+        held = 0.0
         if name in WIDE and "baseline" in servers:
             # Half the baseline's saturation on the same workload (its own ramp, once).
             if wide is None:
                 wide = _saturate_wide(table, place, logs, budget)
             params["calibration"] = wide["calibration"]
-        if wide is not None and name in WIDE and wide["rate"] > 0:
-            params["rate"] = round(0.5 * wide["rate"], 1)
+            held = wide["rate"]
+        if held > 0:
+            params["rate"] = round(0.5 * held, 1)
         elif name.startswith("S2") and "rate" in params and saturation:
             # Half the baseline's single-session saturation, spread over every observer.
             total = 0.5 * median(saturation)
@@ -678,15 +680,16 @@ def _saturate_wide(
     table: dict[str, dict[str, Any]], place: Placement, logs: Path, budget: float
 ) -> dict[str, Any]:
     """The baseline's saturation on S2's shape: S2-scale's ramp (each session at its own
-    phase, rungs 1.25x apart, until a rung misses: p99 over ``WIDE_P99_MS`` or under 90%
-    delivered) run once against the baseline; the highest rung it held, per session (``0``
-    if not even the first), and the calibration in words.
+    phase, rungs 1.25x apart, ``wide_calibration``'s until two rungs in a row miss) run once
+    against the baseline; the highest rung it held, per session (``0`` if none), and the
+    calibration in words.
 
     Up to the twenty-second measurements the S2 family ran at half the baseline's S1
     deliveries/s, spread over its observers. S1 is one session's fan-out, which costs a
     server mostly its writes; S2's 200 sessions cost it a line's work for every five writes.
-    How the two compare differs between machines: on one, half of S1 was 81 updates/s per
-    session, at which both servers of S2-phased were saturated (p50 over 100 ms)."""
+    The two did not keep the same proportion from one hour to the next on this machine: once,
+    half of S1 was 81 updates/s per session, at which both servers of S2-phased were
+    saturated (p50 over 100 ms)."""
     params = wide_calibration(table)
     print("bench: S2 calibration on the baseline ...", file=sys.stderr, flush=True)
     result = run_one("S2-scale", "baseline", params, place, logs, 0, budget)
